@@ -1,0 +1,18 @@
+// Static pruning of a family's config space for one target, with reasons.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "jit/kernel_family.h"
+
+namespace jit::autotune {
+
+struct PrunedSpace {
+  std::vector<Json> kept;                                // in config-space order
+  std::vector<std::pair<Json, std::string>> pruned;      // config, reason
+};
+
+PrunedSpace prune_space(const KernelFamily& family, const Json& spec, const Target& target);
+
+}  // namespace jit::autotune

@@ -1,0 +1,27 @@
+// Choosing a winner among timed candidates, deterministically: every config
+// within `tolerance` of the fastest ties, and ties go to the earliest in
+// config-space order, so repeated tunings and different ranks agree.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace jit::autotune {
+
+struct TimedCandidate {
+  nlohmann::json config;
+  std::string variant;
+  double median_us = 0;  // valid when error is empty
+  std::string error;     // why it could not be timed (compile or launch failure)
+};
+
+inline constexpr double kTieTolerance = 0.02;
+
+std::optional<std::size_t> select_winner(const std::vector<TimedCandidate>& candidates,
+                                         double tolerance = kTieTolerance);
+
+double median(std::vector<double> samples);
+
+}  // namespace jit::autotune

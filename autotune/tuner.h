@@ -1,0 +1,37 @@
+// The tuning loop over a pruned space: compile every candidate in parallel
+// (a thread pool the size of the machine), then time them one by one, then
+// select. Candidates already timed in a previous record are not re-timed.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "autotune/selection.h"
+
+namespace jit::autotune {
+
+struct TuneHooks {
+  std::function<std::string(const nlohmann::json& config)> variant_name;
+  // Must be thread-safe: called from several threads at once. Throws on failure.
+  std::function<void(const nlohmann::json& config)> compile;
+  // Called on the calling thread only. Returns the median time in microseconds.
+  std::function<double(const nlohmann::json& config)> time_us;
+};
+
+struct TuneResult {
+  std::vector<TimedCandidate> candidates;  // in `configs` order
+  std::optional<std::size_t> winner;
+  int compiled = 0;  // candidates that needed the compile hook
+  int timed = 0;     // candidates that were timed now (not reused)
+};
+
+TuneResult run_tuning(const std::vector<nlohmann::json>& configs, const TuneHooks& hooks,
+                      const std::vector<TimedCandidate>& previous, unsigned threads);
+
+// Runs fn(i) for i in [0, n) on up to `threads` threads; rethrows nothing
+// (fn handles its own errors).
+void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn);
+
+}  // namespace jit::autotune

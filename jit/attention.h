@@ -1,0 +1,50 @@
+/// @file attention.h
+/// Fused (flash) attention forward, compiled for the GPU at hand.
+#pragma once
+#include <optional>
+
+#include "jit/kernel_family.h"
+#include "jit/tensor.h"
+
+namespace jit {
+
+/// Where the causal diagonal sits when Sq != Sk.
+enum class CausalAlign {
+  TopLeft,      ///< query i sees keys j <= i (PyTorch's is_causal)
+  BottomRight,  ///< query i sees keys j <= i + Sk - Sq (FlashAttention)
+};
+
+struct AttentionOptions {
+  bool causal = false;
+  CausalAlign align = CausalAlign::TopLeft;
+  std::optional<float> scale;  ///< softmax scale; default 1/sqrt(D); must be > 0
+  Stream stream = nullptr;     ///< work is enqueued here; nothing synchronizes
+  /// When set, receives the natural-log sum of exp(scale * q.k) per query row:
+  /// float32, contiguous [B, Hq, Sq], on the device.
+  float* lse = nullptr;
+};
+
+/// o = softmax(scale * q k^T [+ causal mask]) v, written into `out`.
+/// q: [B, Hq, Sq, D]; k, v: [B, Hkv, Sk, D]; out: [B, Hq, Sq, D]; any strides
+/// with a contiguous last dimension. Hq must be a multiple of Hkv (GQA/MQA).
+/// A query row that sees no key (causal, bottom-right, Sq > Sk) gets zeros and
+/// an LSE of -inf. The first call for a new shape class compiles and tunes;
+/// later calls and processes reuse the result.
+void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               const AttentionOptions& options = {});
+
+/// As above, with the output allocated by cujit (contiguous [B, Hq, Sq, D]).
+DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const AttentionOptions& options = {});
+
+/// The attention kernel family registered for the current device, and the
+/// config attention() would use for this problem (tuning it if needed).
+struct AttentionPlan {
+  std::string family;
+  std::string variant;
+  Json config;
+};
+AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                             const AttentionOptions& options = {});
+
+}  // namespace jit

@@ -1,0 +1,153 @@
+#include "jit/attention_problem.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cmath>
+#include <limits>
+
+#include "jit/error.h"
+
+namespace jit::detail {
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgument, message); }
+
+std::string shape_text(const TensorView& t) {
+  return fmt::format("[{}, {}, {}, {}]", t.shape[0], t.shape[1], t.shape[2], t.shape[3]);
+}
+
+// Byte range [first, last) a view can touch; empty views touch nothing.
+std::pair<std::uintptr_t, std::uintptr_t> byte_extent(const TensorView& t) {
+  if (t.numel() == 0) return {0, 0};
+  std::int64_t last = 0;
+  for (int i = 0; i < 4; ++i) last += (t.shape[i] - 1) * t.strides[i];
+  const auto base = reinterpret_cast<std::uintptr_t>(t.data);
+  return {base, base + std::uintptr_t(last + 1) * element_size(t.dtype)};
+}
+
+void check_view(const char* name, const TensorView& t) {
+  for (int i = 0; i < 4; ++i) {
+    if (t.shape[i] < 0) invalid(fmt::format("{} has a negative size in dimension {}: shape {}", name, i, shape_text(t)));
+    if (t.strides[i] < 0) invalid(fmt::format("{} has a negative stride in dimension {}", name, i));
+  }
+  if (t.numel() == 0) return;
+  if (t.data == nullptr) invalid(fmt::format("{} is a null pointer but has shape {}", name, shape_text(t)));
+  if (t.strides[3] != 1) {
+    invalid(fmt::format("{}'s last dimension must be contiguous (stride 1), got stride {}; make it contiguous "
+                        "first (e.g. .contiguous())",
+                        name, t.strides[3]));
+  }
+  if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) {
+    invalid(fmt::format("{} must be 16-byte aligned for vector loads; its address is {}", name, t.data));
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (t.shape[i] > 1 && t.strides[i] % 8 != 0) {
+      invalid(fmt::format("{}'s stride {} in dimension {} is not a multiple of 8 elements (16 bytes), which the "
+                          "kernels' 16-byte loads need",
+                          name, t.strides[i], i));
+    }
+  }
+}
+
+bool overlaps(const TensorView& a, const TensorView& b) {
+  const auto [a0, a1] = byte_extent(a);
+  const auto [b0, b1] = byte_extent(b);
+  return a0 < b1 && b0 < a1;
+}
+
+}  // namespace
+
+AttnProblem validate_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                               const AttentionOptions& options) {
+  check_view("q", q);
+  check_view("k", k);
+  check_view("v", v);
+  check_view("out", out);
+  if (k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype) {
+    invalid(fmt::format("q, k, v and out must share one dtype; got q {}, k {}, v {}, out {}", to_string(q.dtype),
+                        to_string(k.dtype), to_string(v.dtype), to_string(out.dtype)));
+  }
+  if (k.shape != v.shape) {
+    invalid(fmt::format("k and v must have the same shape; got k {} and v {}", shape_text(k), shape_text(v)));
+  }
+  if (k.shape[0] != q.shape[0]) {
+    invalid(fmt::format("q and k must have the same batch size; got q {} and k {}", shape_text(q), shape_text(k)));
+  }
+  if (k.shape[3] != q.shape[3]) {
+    invalid(fmt::format("q and k must have the same head dim; got q {} and k {}", shape_text(q), shape_text(k)));
+  }
+  if (out.shape != q.shape) {
+    invalid(fmt::format("out must have q's shape {}; got {}", shape_text(q), shape_text(out)));
+  }
+  AttnProblem p;
+  p.batch = q.shape[0];
+  p.heads_q = q.shape[1];
+  p.seq_q = q.shape[2];
+  p.head_dim = q.shape[3];
+  p.heads_kv = k.shape[1];
+  p.seq_k = k.shape[2];
+  p.dtype = q.dtype;
+  if (p.heads_kv == 0 ? p.heads_q != 0 : p.heads_q % p.heads_kv != 0) {
+    invalid(fmt::format("q's heads ({}) must be a multiple of k's and v's heads ({}) for grouped-query attention",
+                        p.heads_q, p.heads_kv));
+  }
+  if (p.head_dim == 0) invalid("the head dim (last dimension of q, k, v) must not be 0");
+  constexpr std::int64_t kMaxGrid = 65535;
+  if (p.batch > kMaxGrid || p.heads_q > kMaxGrid) {
+    invalid(fmt::format("batch ({}) and query heads ({}) must each be at most {}", p.batch, p.heads_q, kMaxGrid));
+  }
+  constexpr std::int64_t kMaxSeq = std::numeric_limits<std::int32_t>::max() / 2;
+  if (p.seq_q > kMaxSeq || p.seq_k > kMaxSeq) {
+    invalid(fmt::format("sequence lengths (q {}, k {}) must be below {}", p.seq_q, p.seq_k, kMaxSeq));
+  }
+  if (!p.empty() && (overlaps(out, q) || overlaps(out, k) || overlaps(out, v))) {
+    invalid("out overlaps q, k or v in memory; attention cannot write in place: give it a separate buffer");
+  }
+  if (options.lse != nullptr && reinterpret_cast<std::uintptr_t>(options.lse) % alignof(float) != 0) {
+    invalid("lse must be 4-byte aligned (float32)");
+  }
+  p.causal = options.causal;
+  p.causal_offset = options.causal && options.align == CausalAlign::BottomRight ? int(p.seq_k - p.seq_q) : 0;
+  p.scale = options.scale ? *options.scale : float(1.0 / std::sqrt(double(p.head_dim)));
+  if (!(p.scale > 0) || !std::isfinite(p.scale)) {
+    invalid(fmt::format("scale must be a positive finite number, got {}", p.scale));
+  }
+  return p;
+}
+
+cujit::AttnParams make_attn_params(const AttnProblem& problem, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& out, float* lse) {
+  cujit::AttnParams p{};
+  p.q = q.data;
+  p.k = k.data;
+  p.v = v.data;
+  p.o = out.data;
+  p.lse = lse;
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = q.strides[i];
+    p.k_stride[i] = k.strides[i];
+    p.v_stride[i] = v.strides[i];
+    p.o_stride[i] = out.strides[i];
+  }
+  p.batch = int(problem.batch);
+  p.heads_q = int(problem.heads_q);
+  p.heads_kv = int(problem.heads_kv);
+  p.seq_q = int(problem.seq_q);
+  p.seq_k = int(problem.seq_k);
+  p.group = int(problem.heads_q / problem.heads_kv);
+  p.scale_log2 = float(double(problem.scale) * 1.4426950408889634);
+  p.causal_offset = problem.causal_offset;
+  return p;
+}
+
+Json attention_bucket(const AttnProblem& problem) {
+  auto round_up = [](std::int64_t n, std::int64_t floor) {
+    return std::int64_t(std::bit_ceil(std::uint64_t(std::max(n, floor))));
+  };
+  return {{"seq_q", round_up(problem.seq_q, 64)},
+          {"seq_k", round_up(problem.seq_k, 64)},
+          {"batch_heads", round_up(problem.batch * problem.heads_q, 1)}};
+}
+
+}  // namespace jit::detail

@@ -1,0 +1,83 @@
+#include "jit/binary_cache.h"
+
+#include <chrono>
+
+#include "cache/cache_error.h"
+#include "cache/cubin_store.h"
+#include "cache/sha256.h"
+#include "jit/error.h"
+#include "jit/log.h"
+#include "jit/runtime_state.h"
+
+namespace jit::detail {
+
+std::string binary_cache_key(const CompileRequest& request) {
+  Json files = Json::array();
+  for (const auto& [name, text] : request.sources->files) files.push_back({name, cache::sha256_hex(text)});
+  const Json key = {
+      {"format", cache::kCubinFormatVersion}, {"cujit", cujit_version()},       {"nvrtc", nvrtc_version()},
+      {"arch", request.arch},                 {"entry", request.sources->entry}, {"files", files},
+      {"name", request.name_expression},      {"options", nvrtc_options(request)},
+  };
+  return cache::sha256_hex(key.dump());
+}
+
+VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch) {
+  CompileRequest request{&family.sources(), family.name_expression(spec, config), arch,
+                         family.compile_options(spec, config)};
+  VariantBinary out;
+  out.variant = family.variant_name(spec, config);
+  out.arch = arch;
+  const auto& root = cache_root();
+  const std::string key = binary_cache_key(request);
+  if (root) {
+    const cache::CubinStore store(*root);
+    if (auto entry = store.load(key)) {
+      const Json& meta = entry->meta;
+      out.cubin = std::move(entry->payload);
+      out.lowered_name = meta.value("lowered_name", "");
+      out.usage.registers = meta.value("registers", -1);
+      out.usage.spill_store_bytes = meta.value("spill_store_bytes", 0);
+      out.usage.spill_load_bytes = meta.value("spill_load_bytes", 0);
+      out.usage.stack_bytes = meta.value("stack_bytes", 0);
+      out.from_cache = !out.lowered_name.empty();
+      if (out.from_cache) {
+        ++counters().disk_cache_hits;
+        log_debug("disk cache hit: {} for {}", out.variant, arch);
+        return out;
+      }
+    }
+  }
+  log_info("compiling {} for {} with NVRTC", out.variant, arch);
+  const auto start = std::chrono::steady_clock::now();
+  CompiledBinary compiled = nvrtc_compile(request);
+  out.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++counters().nvrtc_compiles;
+  out.cubin = std::move(compiled.cubin);
+  out.lowered_name = std::move(compiled.lowered_name);
+  out.usage = compiled.usage;
+  log_debug("compiled {} for {} in {:.2f} s: {} registers, {} bytes spilled", out.variant, arch, out.compile_seconds,
+            out.usage.registers, out.usage.spill_store_bytes + out.usage.spill_load_bytes);
+  if (root) {
+    const Json meta = {
+        {"variant", out.variant},
+        {"family", family.name()},
+        {"arch", arch},
+        {"lowered_name", out.lowered_name},
+        {"registers", out.usage.registers},
+        {"spill_store_bytes", out.usage.spill_store_bytes},
+        {"spill_load_bytes", out.usage.spill_load_bytes},
+        {"stack_bytes", out.usage.stack_bytes},
+        {"spec", spec},
+        {"config", config},
+    };
+    try {
+      cache::CubinStore(*root).store(key, out.cubin, meta);
+    } catch (const cache::CacheError& e) {
+      throw Error(ErrorCode::Cache, e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace jit::detail

@@ -1,0 +1,27 @@
+// Step 6 of the call path, without a GPU: a variant's cubin from the disk
+// cache, or compiled by NVRTC and published there.
+#pragma once
+#include <string>
+
+#include "jit/kernel_family.h"
+#include "jit/nvrtc_compiler.h"
+
+namespace jit::detail {
+
+struct VariantBinary {
+  std::string variant;
+  std::string arch;
+  std::string cubin;
+  std::string lowered_name;
+  ResourceUsage usage;
+  bool from_cache = false;
+  double compile_seconds = 0;
+};
+
+// Content key: SHA-256 over every input that changes the binary (sources,
+// name expression, options, exact arch, NVRTC, cujit and entry format versions).
+std::string binary_cache_key(const CompileRequest& request);
+
+VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch);
+
+}  // namespace jit::detail

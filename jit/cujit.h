@@ -1,0 +1,7 @@
+/// @file cujit.h
+/// Umbrella header: everything a user of cujit needs.
+#pragma once
+#include "jit/attention.h"
+#include "jit/error.h"
+#include "jit/kernel_family.h"
+#include "jit/tensor.h"

@@ -1,0 +1,111 @@
+// Kernel handles, the loaded-module table and offline compiles.
+#include <fmt/format.h>
+
+#include <map>
+#include <mutex>
+
+#include "jit/device.h"
+#include "jit/driver.h"
+#include "jit/error.h"
+#include "jit/loaded_kernel.h"
+#include "jit/log.h"
+#include "jit/runtime_state.h"
+
+namespace jit {
+
+std::vector<std::string> KernelFamily::compile_options(const Json&, const Json&) const { return {}; }
+
+Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Kernel::~Kernel() {
+  if (impl_ && impl_->module) {
+    // A destructor never throws; the driver may already be gone at exit.
+    if (detail::gpu_available()) detail::driver().cuModuleUnload(impl_->module);
+  }
+}
+
+const std::string& Kernel::variant() const { return impl_->variant; }
+int Kernel::registers() const { return impl_->registers; }
+
+void Kernel::launch(const LaunchGeometry& g, const void* params, std::size_t params_size, Stream stream) const {
+  const detail::DriverApi& cu = detail::driver();
+  if (g.smem_bytes > impl_->smem_opt_in.load(std::memory_order_relaxed)) {
+    CUJIT_CU_CHECK(cu.cuFuncSetAttribute(impl_->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         int(g.smem_bytes)));
+    impl_->smem_opt_in.store(g.smem_bytes, std::memory_order_relaxed);
+  }
+  // The parameter struct goes by value through the launch's argument buffer.
+  void* config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(params), CU_LAUNCH_PARAM_BUFFER_SIZE,
+                    &params_size, CU_LAUNCH_PARAM_END};
+  CUlaunchConfig launch_config{};
+  launch_config.gridDimX = g.grid.x;
+  launch_config.gridDimY = g.grid.y;
+  launch_config.gridDimZ = g.grid.z;
+  launch_config.blockDimX = g.block.x;
+  launch_config.blockDimY = g.block.y;
+  launch_config.blockDimZ = g.block.z;
+  launch_config.sharedMemBytes = g.smem_bytes;
+  launch_config.hStream = reinterpret_cast<CUstream>(stream);
+  const CUresult result = cu.cuLaunchKernelEx(&launch_config, impl_->function, nullptr, config);
+  if (result != CUDA_SUCCESS) {
+    try {
+      detail::throw_driver_error(result, "cuLaunchKernelEx", __FILE__, __LINE__);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::Driver,
+                  fmt::format("launching {} (grid {}x{}x{}, block {}, {} bytes shared memory): {}", impl_->variant,
+                              g.grid.x, g.grid.y, g.grid.z, g.block.x, g.smem_bytes, e.what()));
+    }
+  }
+}
+
+namespace detail {
+
+std::unique_ptr<Kernel> load_kernel(const VariantBinary& binary) {
+  const DriverApi& cu = driver();
+  auto impl = std::make_unique<Kernel::Impl>();
+  impl->variant = binary.variant;
+  impl->registers = binary.usage.registers;
+  CUJIT_CU_CHECK(cu.cuModuleLoadData(&impl->module, binary.cubin.data()));
+  const CUresult found = cu.cuModuleGetFunction(&impl->function, impl->module, binary.lowered_name.c_str());
+  if (found != CUDA_SUCCESS) {
+    cu.cuModuleUnload(impl->module);
+    throw_driver_error(found, "cuModuleGetFunction", __FILE__, __LINE__);
+  }
+  return std::make_unique<Kernel>(std::move(impl));
+}
+
+}  // namespace detail
+
+const Kernel& get_kernel(const KernelFamily& family, const Json& spec, const Json& config) {
+  const detail::DeviceInfo& device = detail::current_device();
+  const std::string key = family.name() + '/' + family.variant_name(spec, config);
+  using Table = std::map<std::pair<CUcontext, std::string>, std::unique_ptr<Kernel>>;
+  static std::mutex mutex;
+  static auto* table = new Table();  // never destroyed: modules stay loaded while the driver lives
+  {
+    std::lock_guard lock(mutex);
+    auto it = table->find({device.context, key});
+    if (it != table->end()) return *it->second;
+  }
+  // Compile outside the lock so other variants can proceed.
+  const detail::VariantBinary binary = detail::obtain_binary(family, spec, config, device.target.arch);
+  auto kernel = detail::load_kernel(binary);
+  std::lock_guard lock(mutex);
+  auto& slot = (*table)[{device.context, key}];
+  if (!slot) slot = std::move(kernel);
+  return *slot;
+}
+
+CompileReport compile_variant(const KernelFamily& family, const Json& spec, const Json& config,
+                              const std::string& arch) {
+  const detail::VariantBinary binary = detail::obtain_binary(family, spec, config, arch);
+  return CompileReport{binary.variant, binary.arch, binary.from_cache, binary.usage.registers,
+                       binary.usage.spill_store_bytes + binary.usage.spill_load_bytes, binary.compile_seconds};
+}
+
+Stats stats() {
+  const detail::Counters& c = detail::counters();
+  return Stats{c.nvrtc_compiles.load(), c.disk_cache_hits.load(), c.tuning_runs.load(), c.tuning_db_hits.load()};
+}
+
+}  // namespace jit

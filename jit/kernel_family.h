@@ -1,0 +1,141 @@
+/// @file kernel_family.h
+/// The generic kernel-family API: how a family of JIT kernels (attention, or
+/// one of your own) tells cujit what to compile, what to search and how to
+/// name it. cujit does the rest: NVRTC, the disk cache, module loading,
+/// autotuning and the tuning database.
+///
+/// A family's *spec* fixes what the kernel is specialized on (dtype, head dim,
+/// ...); a *config* is one point of its search space (tile sizes, stages,
+/// warps). Both are JSON objects so that they are logged, hashed and stored
+/// as they are.
+#pragma once
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct CUstream_st;
+
+namespace jit {
+
+using Json = nlohmann::json;
+using Stream = CUstream_st*;  ///< a CUstream / cudaStream_t; nullptr is the default stream
+
+/// What a variant is compiled for and pruned against.
+struct Target {
+  std::string arch;             ///< NVRTC target: "sm_90a", "sm_89", "sm_80", ...
+  int cc = 0;                   ///< compute capability as 10*major+minor (90, 89, ...)
+  int max_smem_per_block = 0;   ///< dynamic shared memory opt-in limit, bytes
+  int sm_count = 0;             ///< 0 when there is no device (offline compile)
+  std::string device_name;      ///< "" when offline
+};
+
+/// Target of an arch name with no device present (documented per-arch limits).
+/// Throws Error(InvalidArgument) for an arch cujit does not know.
+Target offline_target(const std::string& arch);
+
+/// Kernel source files handed to NVRTC as named in-memory headers. `entry`
+/// names the translation unit; the others are what it #includes.
+struct KernelSources {
+  std::string entry;
+  std::vector<std::pair<std::string, std::string>> files;  ///< (include name, text)
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+struct LaunchGeometry {
+  Dim3 grid;
+  Dim3 block;
+  unsigned smem_bytes = 0;  ///< dynamic shared memory
+};
+
+class KernelFamily {
+ public:
+  virtual ~KernelFamily() = default;
+
+  virtual std::string name() const = 0;
+  virtual const KernelSources& sources() const = 0;
+  /// Every config worth considering for this spec (before pruning).
+  virtual std::vector<Json> config_space(const Json& spec) const = 0;
+  /// nullopt keeps the config; otherwise the reason it cannot run on target
+  /// (e.g. "needs 240 KiB of shared memory, sm_89 allows 99 KiB").
+  virtual std::optional<std::string> why_pruned(const Json& spec, const Json& config, const Target& target) const = 0;
+  /// The config used without tuning (a cheap heuristic; must not be pruned).
+  virtual Json default_config(const Json& spec, const Target& target) const = 0;
+  /// One name labels logs, cache entries, tuning records and benchmark rows.
+  virtual std::string variant_name(const Json& spec, const Json& config) const = 0;
+  /// The C++ expression NVRTC instantiates, e.g. "my_kernel<128, float>".
+  virtual std::string name_expression(const Json& spec, const Json& config) const = 0;
+  /// Extra NVRTC options (arch, language standard and -v are cujit's).
+  virtual std::vector<std::string> compile_options(const Json& spec, const Json& config) const;
+};
+
+/// A variant compiled and loaded in the current CUDA context.
+class Kernel {
+ public:
+  struct Impl;
+  explicit Kernel(std::unique_ptr<Impl> impl);
+  ~Kernel();
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+
+  const std::string& variant() const;
+  int registers() const;
+  /// Launches with one by-value parameter struct (the kernel's only argument).
+  void launch(const LaunchGeometry& geometry, const void* params, std::size_t params_size, Stream stream) const;
+  template <class Params>
+  void launch(const LaunchGeometry& geometry, const Params& params, Stream stream) const {
+    launch(geometry, &params, sizeof(Params), stream);
+  }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+/// Compiles (or finds in the cache) and loads a variant in the current
+/// context, creating the device's primary context when none is current.
+/// The reference stays valid for the life of the process.
+const Kernel& get_kernel(const KernelFamily& family, const Json& spec, const Json& config);
+
+/// Result of an offline compile.
+struct CompileReport {
+  std::string variant;
+  std::string arch;
+  bool from_cache = false;
+  int registers = -1;
+  int spill_bytes = 0;  ///< stores + loads
+  double seconds = 0;
+};
+
+/// Compiles a variant for `arch` into the disk cache; needs no GPU.
+CompileReport compile_variant(const KernelFamily& family, const Json& spec, const Json& config,
+                              const std::string& arch);
+
+/// Runs one candidate once on scratch data: the autotuner calls it to time
+/// each config. It must only enqueue work on `stream`.
+using TuneRunner = std::function<void(const Kernel& kernel, const Json& config, Stream stream)>;
+
+/// The config to use for `spec` on the current device: the in-memory table,
+/// then the tuning DB on disk, then (per CUJIT_AUTOTUNE) a tuning run over the
+/// pruned space, compiled in parallel and timed with `run`. `bucket` holds the
+/// problem-size fields that make timings differ (it is part of the tune key).
+Json choose_config(const KernelFamily& family, const Json& spec, const Json& bucket, const TuneRunner& run,
+                   Stream stream);
+
+/// Counters for tests and tools.
+struct Stats {
+  long long nvrtc_compiles = 0;
+  long long disk_cache_hits = 0;
+  long long tuning_runs = 0;
+  long long tuning_db_hits = 0;
+};
+Stats stats();
+
+}  // namespace jit

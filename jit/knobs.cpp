@@ -1,0 +1,46 @@
+#include "jit/knobs.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+#include <string_view>
+
+#include "jit/error.h"
+
+namespace jit::detail {
+
+LogLevel parse_log_level(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "off" || v == "0") return LogLevel::off;
+  if (v == "info" || v == "1") return LogLevel::info;
+  if (v == "debug" || v == "2") return LogLevel::debug;
+  throw Error(ErrorCode::InvalidArgument, fmt::format("CUJIT_LOG='{}' is not one of off, info, debug", v));
+}
+
+AutotuneMode parse_autotune_mode(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "full") return AutotuneMode::full;
+  if (v == "off") return AutotuneMode::off;
+  throw Error(ErrorCode::InvalidArgument, fmt::format("CUJIT_AUTOTUNE='{}' is not one of full, off", v));
+}
+
+bool parse_bool_knob(const char* name, const char* value, bool fallback) {
+  const std::string_view v = value ? value : "";
+  if (v.empty()) return fallback;
+  if (v == "1" || v == "on" || v == "true") return true;
+  if (v == "0" || v == "off" || v == "false") return false;
+  throw Error(ErrorCode::InvalidArgument, fmt::format("{}='{}' is not one of 0, 1", name, v));
+}
+
+const Knobs& knobs() {
+  static const Knobs knobs = [] {
+    Knobs k;
+    k.log_level = parse_log_level(std::getenv("CUJIT_LOG"));
+    k.autotune = parse_autotune_mode(std::getenv("CUJIT_AUTOTUNE"));
+    k.disk_cache = parse_bool_knob("CUJIT_DISK_CACHE", std::getenv("CUJIT_DISK_CACHE"), true);
+    return k;
+  }();
+  return knobs;
+}
+
+}  // namespace jit::detail

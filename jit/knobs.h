@@ -1,0 +1,30 @@
+// Every CUJIT_* environment knob, read in one place.
+//   CUJIT_CACHE_DIR   cache root (else $XDG_CACHE_HOME/cujit, else ~/.cache/cujit)
+//   CUJIT_LOG         off (default) | info | debug: log lines on stderr
+//   CUJIT_AUTOTUNE    full (default) | off: tune on the first call per key, or use the default config
+//   CUJIT_DISK_CACHE  1 (default) | 0: keep compiled binaries and tuning records on disk
+#pragma once
+#include <filesystem>
+#include <string>
+
+namespace jit::detail {
+
+enum class LogLevel { off = 0, info = 1, debug = 2 };
+enum class AutotuneMode { full, off };
+
+struct Knobs {
+  LogLevel log_level = LogLevel::off;
+  AutotuneMode autotune = AutotuneMode::full;
+  bool disk_cache = true;
+};
+
+// Read once, on first use. Throws Error(InvalidArgument) naming the knob for
+// a value it does not understand.
+const Knobs& knobs();
+
+// Parsing, separate for tests.
+LogLevel parse_log_level(const char* value);
+AutotuneMode parse_autotune_mode(const char* value);
+bool parse_bool_knob(const char* name, const char* value, bool fallback);
+
+}  // namespace jit::detail

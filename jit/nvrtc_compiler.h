@@ -1,0 +1,46 @@
+// NVRTC as a pure function: sources + name expression + options + arch ->
+// cubin bytes, the kernel's lowered name and its resource report.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "jit/kernel_family.h"
+
+namespace jit::detail {
+
+struct ResourceUsage {
+  int registers = -1;
+  int spill_store_bytes = 0;
+  int spill_load_bytes = 0;
+  int stack_bytes = 0;
+  int static_smem_bytes = 0;
+};
+
+struct CompileRequest {
+  const KernelSources* sources = nullptr;
+  std::string name_expression;       // e.g. "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::f16, true>"
+  std::string arch;                  // "sm_90a", "sm_89", ...
+  std::vector<std::string> options;  // family options; arch, std and -v are added here
+};
+
+struct CompiledBinary {
+  std::string cubin;
+  std::string lowered_name;
+  std::string log;  // NVRTC + ptxas report
+  ResourceUsage usage;
+};
+
+// Throws Error(Compile) carrying the NVRTC log and the options on failure.
+CompiledBinary nvrtc_compile(const CompileRequest& request);
+
+// Every option the compile will use, in order (part of the cache key).
+std::vector<std::string> nvrtc_options(const CompileRequest& request);
+
+// "13.0", for cache keys and tuning records.
+std::string nvrtc_version();
+
+// Reads the ptxas -v report for one entry from an NVRTC log.
+ResourceUsage parse_ptxas_report(std::string_view log);
+
+}  // namespace jit::detail

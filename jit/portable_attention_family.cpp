@@ -1,0 +1,120 @@
+// The portable attention family: kernel_src/attention/portable/.
+#include <fmt/format.h>
+
+#include "jit/attention_family.h"
+#include "jit/error.h"
+
+namespace jit::detail {
+namespace {
+
+struct PortableConfig {
+  int bm, bn, stages, warps;
+};
+void to_json(Json& j, const PortableConfig& c) {
+  j = Json{{"bm", c.bm}, {"bn", c.bn}, {"stages", c.stages}, {"warps", c.warps}};
+}
+void from_json(const Json& j, PortableConfig& c) {
+  j.at("bm").get_to(c.bm);
+  j.at("bn").get_to(c.bn);
+  j.at("stages").get_to(c.stages);
+  j.at("warps").get_to(c.warps);
+}
+
+struct PortableSpec {
+  std::string dtype;  // "f16" | "bf16"
+  int d;
+  bool causal;
+};
+PortableSpec spec_from(const Json& j) { return {j.at("dtype"), j.at("d"), j.at("causal")}; }
+
+int smem_bytes(const PortableSpec& s, const PortableConfig& c) { return (c.bm + 2 * c.stages * c.bn) * s.d * 2; }
+
+// Registers the accumulators alone need per thread (fp32 O and S, Q
+// fragments), plus what addressing and the softmax take. Past 255 ptxas spills.
+int estimated_registers(const PortableSpec& s, const PortableConfig& c) {
+  const int m_tiles = c.bm / (16 * c.warps);
+  return m_tiles * (s.d / 2 + c.bn / 2 + s.d / 4) + 64;
+}
+
+class PortableAttentionFamily final : public AttentionFamily {
+ public:
+  std::string name() const override { return "attn_fwd_portable"; }
+
+  const KernelSources& sources() const override {
+    return attention_sources("attention/portable/attn_fwd_portable.cu");
+  }
+
+  std::vector<Json> config_space(const Json&) const override {
+    std::vector<Json> space;
+    for (int bm : {64, 128})
+      for (int warps : {4, 8})
+        for (int bn : {32, 64, 128})
+          for (int stages : {2, 3}) space.push_back(PortableConfig{bm, bn, stages, warps});
+    return space;
+  }
+
+  std::optional<std::string> why_pruned(const Json& spec_json, const Json& config,
+                                        const Target& target) const override {
+    const PortableSpec s = spec_from(spec_json);
+    const auto c = config.get<PortableConfig>();
+    // Mirrors the static_asserts at the top of attn_fwd_portable.
+    if (s.d % 64 != 0) return fmt::format("head dim {} is not a multiple of 64", s.d);
+    if (c.bm % (16 * c.warps) != 0) return fmt::format("BM {} is not a multiple of 16 x {} warps", c.bm, c.warps);
+    if (c.bn % 16 != 0) return fmt::format("BN {} is not a multiple of 16", c.bn);
+    if (c.stages < 2) return "the K/V ring needs at least 2 stages";
+    if (c.bm / (16 * c.warps) > 2) return "more than two 16-row m-tiles per warp";
+    if (const int smem = smem_bytes(s, c); smem > target.max_smem_per_block) {
+      return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
+                         target.max_smem_per_block);
+    }
+    if (const int regs = estimated_registers(s, c); regs > 255) {
+      return fmt::format("needs about {} registers per thread (limit 255, it would spill): lower BN or use more warps",
+                         regs);
+    }
+    return std::nullopt;
+  }
+
+  Json default_config(const Json& spec_json, const Target& target) const override {
+    const PortableSpec s = spec_from(spec_json);
+    PortableConfig c = s.d <= 64 ? PortableConfig{128, 64, 3, 8} : PortableConfig{128, 64, 2, 8};
+    if (smem_bytes(s, c) > target.max_smem_per_block) c = PortableConfig{64, 32, 2, 4};
+    return c;
+  }
+
+  std::string variant_name(const Json& spec_json, const Json& config) const override {
+    const PortableSpec s = spec_from(spec_json);
+    const auto c = config.get<PortableConfig>();
+    return fmt::format("attn_fwd_portable_d{}_{}{}_bm{}_bn{}_st{}_w{}", s.d, s.dtype, s.causal ? "_causal" : "", c.bm,
+                       c.bn, c.stages, c.warps);
+  }
+
+  std::string name_expression(const Json& spec_json, const Json& config) const override {
+    const PortableSpec s = spec_from(spec_json);
+    const auto c = config.get<PortableConfig>();
+    return fmt::format("cujit::portable::attn_fwd_portable<{}, {}, {}, {}, {}, cujit::{}, {}>", s.d, c.bm, c.bn,
+                       c.stages, c.warps, s.dtype, s.causal ? "true" : "false");
+  }
+
+  bool supports(const AttnProblem& problem, const Target& target) const override {
+    return target.cc >= 80 && (problem.head_dim == 64 || problem.head_dim == 128);
+  }
+
+  LaunchGeometry geometry(const AttnProblem& problem, const Json& config) const override {
+    const auto c = config.get<PortableConfig>();
+    const PortableSpec s{problem.dtype == DType::f16 ? "f16" : "bf16", int(problem.head_dim), problem.causal};
+    LaunchGeometry g;
+    g.grid = {unsigned((problem.seq_q + c.bm - 1) / c.bm), unsigned(problem.heads_q), unsigned(problem.batch)};
+    g.block = {unsigned(32 * c.warps), 1, 1};
+    g.smem_bytes = unsigned(smem_bytes(s, c));
+    return g;
+  }
+};
+
+}  // namespace
+
+const AttentionFamily& portable_attention_family() {
+  static const PortableAttentionFamily family;
+  return family;
+}
+
+}  // namespace jit::detail

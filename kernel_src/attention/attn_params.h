@@ -1,0 +1,29 @@
+// The one kernel argument of every attention family: plain data shared by the
+// host (which fills it) and device code (which reads it). No includes, so
+// NVRTC and the host compiler both accept it as is.
+#pragma once
+
+namespace cujit {
+
+struct AttnParams {
+  const void* q;  // [B, Hq, Sq, D] through the strides below
+  const void* k;  // [B, Hkv, Sk, D]
+  const void* v;  // [B, Hkv, Sk, D]
+  void* o;        // [B, Hq, Sq, D]
+  float* lse;     // [B, Hq, Sq] contiguous natural-log sum-exp, or null
+  // Strides in elements: batch, head, row. The head dimension is contiguous.
+  long long q_stride[3];
+  long long k_stride[3];
+  long long v_stride[3];
+  long long o_stride[3];
+  int batch;
+  int heads_q;
+  int heads_kv;
+  int seq_q;
+  int seq_k;
+  int group;          // heads_q / heads_kv: query heads sharing one K/V head
+  float scale_log2;   // softmax scale * log2(e): scores go through exp2
+  int causal_offset;  // causal: key j is visible to query i iff j <= i + causal_offset
+};
+
+}  // namespace cujit

@@ -1,0 +1,168 @@
+// Portable flash-attention forward (FlashAttention-2 structure) for sm_80+:
+// each warp owns 16*MT query rows; K/V blocks of BN keys stream through a
+// STAGES-deep cp.async ring; S = Q K^T and O += P V run on mma.sync
+// m16n8k16 with ldmatrix operands; the softmax is online, in registers.
+#include "attention/attn_params.h"
+#include "attention/portable/epilogue.cuh"
+#include "attention/portable/mask.cuh"
+#include "attention/portable/online_softmax.cuh"
+#include "attention/portable/smem_tile.cuh"
+
+namespace cujit::portable {
+
+// Dynamic shared memory: Q (BM, D), then STAGES x K (BN, D), then STAGES x V (BN, D).
+template <int D, int BM, int BN, int STAGES, int WARPS, class T, bool CAUSAL>
+__global__ void __launch_bounds__(WARPS * 32) attn_fwd_portable(const __grid_constant__ AttnParams p) {
+  static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
+  static_assert(D % 64 == 0, "D must be a multiple of 64 (swizzle)");
+  static_assert(BM % (16 * WARPS) == 0, "each warp owns whole 16-row m-tiles");
+  static_assert(BN % 16 == 0, "BN must be a multiple of 16");
+  static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
+
+  constexpr int kThreads = WARPS * 32;
+  constexpr int kWarpRows = BM / WARPS;
+  constexpr int MT = kWarpRows / 16;  // m-tiles per warp
+  constexpr int NT = BN / 8;          // n-tiles of S
+  constexpr int KT = D / 16;          // k-steps of Q K^T
+  constexpr int DT = D / 8;           // n-tiles of O
+  constexpr int PT = BN / 16;         // k-steps of P V
+  using QTile = SmemTile<BM, D>;
+  using KVTile = SmemTile<BN, D>;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const u32 sQ = smem_addr(smem);
+  const u32 sK = sQ + QTile::kBytes;
+  const u32 sV = sK + STAGES * KVTile::kBytes;
+
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  // Causal tiles near the end of the sequence are the longest: launch them first.
+  const int m_block = CAUSAL ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
+  const int head = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int head_kv = head / p.group;
+  const int m0 = m_block * BM;
+  const int rows_valid = min(BM, p.seq_q - m0);
+
+  const char* q_tile = static_cast<const char*>(p.q) +
+                       (batch * p.q_stride[0] + head * p.q_stride[1] + i64(m0) * p.q_stride[2]) * 2;
+  const char* k_head = static_cast<const char*>(p.k) + (batch * p.k_stride[0] + head_kv * p.k_stride[1]) * 2;
+  const char* v_head = static_cast<const char*>(p.v) + (batch * p.v_stride[0] + head_kv * p.v_stride[1]) * 2;
+
+  // Key blocks this tile needs, and how many of them need no mask at all.
+  int n_end = p.seq_k;
+  int n_unmasked = p.seq_k / BN;
+  if constexpr (CAUSAL) {
+    n_end = min(n_end, m0 + rows_valid + p.causal_offset);
+    n_unmasked = min(n_unmasked, max(0, (m0 + p.causal_offset + 1) / BN));
+  }
+  const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+
+  auto load_kv = [&](int block) {
+    const int stage = block % STAGES;
+    const int keys = min(BN, p.seq_k - block * BN);
+    const i64 first = i64(block) * BN;
+    KVTile::template load_async<kThreads>(sK + stage * KVTile::kBytes, k_head + first * p.k_stride[2] * 2,
+                                          p.k_stride[2], keys, tid);
+    KVTile::template load_async<kThreads>(sV + stage * KVTile::kBytes, v_head + first * p.v_stride[2] * 2,
+                                          p.v_stride[2], keys, tid);
+  };
+
+  QTile::template load_async<kThreads>(sQ, q_tile, p.q_stride[2], rows_valid, tid);
+  cp_async_commit_group();
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_blocks) load_kv(s);
+    cp_async_commit_group();
+  }
+  cp_async_wait_group<STAGES - 1>();  // the Q group
+  __syncthreads();
+
+  const int warp_row0 = warp * kWarpRows;
+  u32 q_frag[MT][KT][4];  // (16, 16) A fragments of this warp's Q rows
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      ldmatrix_x4(q_frag[mt][kt], sQ + QTile::offset(warp_row0 + mt * 16 + lane % 16, kt * 16 + (lane / 16) * 8));
+    }
+  }
+
+  float o[MT][DT][4];  // (16*MT, D) accumulator
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
+  OnlineSoftmax<MT, NT, DT> softmax(p.scale_log2);
+
+  for (int block = 0; block < n_blocks; ++block) {
+    if (block + STAGES - 1 < n_blocks) load_kv(block + STAGES - 1);
+    cp_async_commit_group();
+    cp_async_wait_group<STAGES - 1>();  // this block's K and V have landed
+    __syncthreads();
+    const u32 k_stage = sK + (block % STAGES) * KVTile::kBytes;
+    const u32 v_stage = sV + (block % STAGES) * KVTile::kBytes;
+
+    float s[MT][NT][4];  // (16*MT, BN) scores
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        // Matrices: keys (np*16 + 0..7 | 8..15) x dims (kt*16 + 0..7 | 8..15).
+        const int mi = lane / 8;
+        u32 b[4];
+        ldmatrix_x4(b, k_stage + KVTile::offset(np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_m16n8k16<T>(s[mt][2 * np], q_frag[mt][kt], b[0], b[1]);
+          mma_m16n8k16<T>(s[mt][2 * np + 1], q_frag[mt][kt], b[2], b[3]);
+        }
+      }
+    }
+    if (block >= n_unmasked) {
+      apply_mask<MT, NT, CAUSAL>(s, m0 + warp_row0, block * BN, p.seq_k, p.causal_offset, lane);
+    }
+    softmax.update(s, o);
+
+#pragma unroll
+    for (int pk = 0; pk < PT; ++pk) {
+      u32 a[MT][4];  // P as A fragments: the accumulator layout of two n-tiles
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        a[mt][0] = cvt_rn_x2<T>(s[mt][2 * pk][0], s[mt][2 * pk][1]);
+        a[mt][1] = cvt_rn_x2<T>(s[mt][2 * pk][2], s[mt][2 * pk][3]);
+        a[mt][2] = cvt_rn_x2<T>(s[mt][2 * pk + 1][0], s[mt][2 * pk + 1][1]);
+        a[mt][3] = cvt_rn_x2<T>(s[mt][2 * pk + 1][2], s[mt][2 * pk + 1][3]);
+      }
+#pragma unroll
+      for (int dp = 0; dp < DT / 2; ++dp) {
+        // Matrices: keys (pk*16 + 0..7 | 8..15) x dims (dp*16 + 0..7 | 8..15), transposed.
+        const int mi = lane / 8;
+        u32 b[4];
+        ldmatrix_x4_trans(b, v_stage + KVTile::offset(pk * 16 + (mi % 2) * 8 + lane % 8, dp * 16 + (mi / 2) * 8));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_m16n8k16<T>(o[mt][2 * dp], a[mt], b[0], b[1]);
+          mma_m16n8k16<T>(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the stage is refilled next iteration
+  }
+  cp_async_wait_group<0>();
+
+  char* o_tile = static_cast<char*>(p.o) + (batch * p.o_stride[0] + head * p.o_stride[1] + i64(m0) * p.o_stride[2]) * 2;
+  float* lse_tile = p.lse ? p.lse + (i64(batch) * p.heads_q + head) * p.seq_q + m0 : nullptr;
+  write_output<T, BM, D, MT, NT, DT>(o, softmax, sQ, o_tile, p.o_stride[2], lse_tile, rows_valid, warp_row0, lane);
+}
+
+}  // namespace cujit::portable

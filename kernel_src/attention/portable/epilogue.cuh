@@ -1,0 +1,52 @@
+// Epilogue: normalize O by the row sums, convert to T, stage each warp's rows
+// in shared memory (the Q tile's space, which that warp alone used) and write
+// them out with 16-byte coalesced stores; LSE in natural log when asked.
+#pragma once
+#include "attention/portable/online_softmax.cuh"
+#include "attention/portable/smem_tile.cuh"
+
+namespace cujit::portable {
+
+template <class T, int BM, int D, int MT, int NT, int DT>
+__device__ __forceinline__ void write_output(const float (&o)[MT][DT][4], const OnlineSoftmax<MT, NT, DT>& softmax,
+                                             u32 smem_o, char* o_tile, i64 o_row_stride, float* lse_tile,
+                                             int rows_valid, int warp_row0, int lane) {
+  using Tile = SmemTile<BM, D>;
+  const float neg_inf = -__int_as_float(0x7f800000);
+  constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = softmax.total_sum(mt, r);
+      // A row that saw no visible key (l == 0) is defined as zeros, LSE -inf.
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const int row = warp_row0 + mt * 16 + lane / 4 + 8 * r;
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        const u32 packed = cvt_rn_x2<T>(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+        st_shared_b32(smem_o + Tile::offset(row, dt * 8 + 2 * (lane % 4)), packed);
+      }
+      if (lse_tile != nullptr && lane % 4 == 0 && row < rows_valid) {
+        lse_tile[row] = l > 0.f ? (softmax.row_max[mt][r] * softmax.scale_log2 + lg2_approx(l)) * kLn2 : neg_inf;
+      }
+    }
+  }
+  __syncwarp();
+  constexpr int kChunks = D / 8;
+  constexpr int kWarpChunks = MT * 16 * kChunks;
+  static_assert(kWarpChunks % 32 == 0, "each lane stores whole chunks");
+#pragma unroll
+  for (int it = 0; it < kWarpChunks / 32; ++it) {
+    const int idx = it * 32 + lane;
+    const int row = warp_row0 + idx / kChunks;
+    const int col = (idx % kChunks) * 8;
+    if (row < rows_valid) {
+      u32 v[4];
+      ld_shared_v4_b32(v, smem_o + Tile::offset(row, col));
+      st_global_v4_b32(o_tile + (row * o_row_stride + col) * 2, v);
+    }
+  }
+}
+
+}  // namespace cujit::portable

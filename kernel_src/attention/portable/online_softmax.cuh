@@ -1,0 +1,69 @@
+// Online softmax over one (16, BN) score block per m-tile, in the mma.sync
+// accumulator layout: each thread holds rows g and g+8 (g = lane / 4), and the
+// four threads of a quad together hold a whole row. Row sums stay per-thread
+// partials until the end (the rescale factor is uniform across the quad).
+#pragma once
+#include "common/ptx.cuh"
+
+namespace cujit::portable {
+
+template <int MT, int NT, int DT>
+struct OnlineSoftmax {
+  float row_max[MT][2];  // raw (unscaled) running max per row
+  float row_sum[MT][2];  // this thread's partial sum of exp2
+  float scale_log2;
+
+  __device__ __forceinline__ explicit OnlineSoftmax(float scale) : scale_log2(scale) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        row_max[mt][r] = -__int_as_float(0x7f800000);
+        row_sum[mt][r] = 0.f;
+      }
+    }
+  }
+
+  // Scores in s become probabilities (unnormalized); o is rescaled.
+  __device__ __forceinline__ void update(float (&s)[MT][NT][4], float (&o)[MT][DT][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float mx = row_max[mt][r];
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        // A row with nothing visible yet keeps max -inf: use 0 as the offset so
+        // exp2(-inf - 0) = 0 instead of NaN.
+        const float m_scaled = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2;
+        const float correction = ex2_approx(row_max[mt][r] * scale_log2 - m_scaled);
+        row_max[mt][r] = mx;
+        float sum = 0.f;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          s[mt][nt][2 * r] = ex2_approx(fmaf(s[mt][nt][2 * r], scale_log2, -m_scaled));
+          s[mt][nt][2 * r + 1] = ex2_approx(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_scaled));
+          sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
+        }
+        row_sum[mt][r] = row_sum[mt][r] * correction + sum;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          o[mt][dt][2 * r] *= correction;
+          o[mt][dt][2 * r + 1] *= correction;
+        }
+      }
+    }
+  }
+
+  // Full row sum (quad reduction); call once, after the last block.
+  __device__ __forceinline__ float total_sum(int mt, int r) const {
+    float l = row_sum[mt][r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    return l;
+  }
+};
+
+}  // namespace cujit::portable

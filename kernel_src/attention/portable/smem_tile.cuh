@@ -1,0 +1,44 @@
+// A (ROWS, D) tile of 16-bit elements in shared memory, stored in 16-byte
+// chunks whose column index is XOR-swizzled by the row, so that ldmatrix
+// (8 rows, same column) and the cp.async fill both touch 8 distinct banks.
+#pragma once
+#include "common/ptx.cuh"
+
+namespace cujit::portable {
+
+template <int ROWS, int D>
+struct SmemTile {
+  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static_assert(kChunks % 8 == 0, "the swizzle needs D to be a multiple of 64");
+  static constexpr int kBytes = ROWS * D * 2;
+
+  // Byte offset of element (row, col); col is a multiple of 8 or lies within
+  // one chunk (col % 8 is kept).
+  __device__ static __forceinline__ u32 offset(int row, int col) {
+    const int chunk = (col >> 3) ^ (row & 7);
+    return u32((row * D + (chunk << 3) + (col & 7)) * 2);
+  }
+
+  // Async copy of rows [0, rows_valid) from global (row stride in elements);
+  // rows past rows_valid are zero-filled so they can never inject NaN.
+  template <int THREADS>
+  __device__ static __forceinline__ void load_async(u32 smem, const void* gmem, i64 row_stride, int rows_valid,
+                                                    int tid) {
+    constexpr int kTotal = ROWS * kChunks;
+    constexpr int kIters = (kTotal + THREADS - 1) / THREADS;
+    const char* base = static_cast<const char*>(gmem);
+#pragma unroll
+    for (int it = 0; it < kIters; ++it) {
+      const int idx = it * THREADS + tid;
+      if (kTotal % THREADS == 0 || idx < kTotal) {
+        const int row = idx / kChunks;
+        const int col = (idx % kChunks) * 8;
+        const bool valid = row < rows_valid;
+        const char* src = valid ? base + (row * row_stride + col) * 2 : base;
+        cp_async_cg_16(smem + offset(row, col), src, valid ? 16 : 0);
+      }
+    }
+  }
+};
+
+}  // namespace cujit::portable
