@@ -14,7 +14,7 @@
 #include "jit/binary_cache.h"
 #include "jit/device.h"
 #include "jit/error.h"
-#include "jit/event_timer.h"
+#include "jit/timing.h"
 #include "jit/knobs.h"
 #include "jit/log.h"
 #include "jit/nvrtc_compiler.h"
@@ -41,7 +41,7 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
   hooks.compile = [&](const Json& config) { detail::obtain_binary(family, spec, config, device.target.arch); };
   hooks.time_us = [&](const Json& config) {
     const Kernel& kernel = get_kernel(family, spec, config);
-    const double us = detail::median_launch_us([&] { run(kernel, config, stream); }, stream);
+    const double us = time_on_stream([&] { run(kernel, config, stream); }, stream).median_us;
     detail::log_debug("  {}: {:.1f} us", kernel.variant(), us);
     return us;
   };

@@ -103,6 +103,19 @@ CompileReport compile_variant(const KernelFamily& family, const Json& spec, cons
                        binary.usage.spill_store_bytes + binary.usage.spill_load_bytes, binary.compile_seconds};
 }
 
+bool gpu_present() { return detail::gpu_available(); }
+
+Target current_target() { return detail::current_device().target; }
+
+void synchronize(Stream stream) {
+  CUJIT_CU_CHECK(detail::driver().cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));
+}
+
+std::string cache_directory() {
+  const auto& root = detail::cache_root();
+  return root ? root->string() : std::string();
+}
+
 Stats stats() {
   const detail::Counters& c = detail::counters();
   return Stats{c.nvrtc_compiles.load(), c.disk_cache_hits.load(), c.tuning_runs.load(), c.tuning_db_hits.load()};

@@ -39,6 +39,19 @@ struct Target {
 /// Throws Error(InvalidArgument) for an arch cujit does not know.
 Target offline_target(const std::string& arch);
 
+/// True when a CUDA driver and at least one GPU are present; never throws.
+bool gpu_present();
+
+/// The current device's target (device 0's primary context is made current
+/// when no context is). Throws Error(NoDevice) without a GPU.
+Target current_target();
+
+/// Waits for all work on `stream` (cuStreamSynchronize).
+void synchronize(Stream stream);
+
+/// Where the disk cache lives; empty when CUJIT_DISK_CACHE=0.
+std::string cache_directory();
+
 /// Kernel source files handed to NVRTC as named in-memory headers. `entry`
 /// names the translation unit; the others are what it #includes.
 struct KernelSources {

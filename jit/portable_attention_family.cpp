@@ -33,7 +33,7 @@ int smem_bytes(const PortableSpec& s, const PortableConfig& c) { return (c.bm + 
 // fragments), plus what addressing and the softmax take. Past 255 ptxas spills.
 int estimated_registers(const PortableSpec& s, const PortableConfig& c) {
   const int m_tiles = c.bm / (16 * c.warps);
-  return m_tiles * (s.d / 2 + c.bn / 2 + s.d / 4) + 64;
+  return m_tiles * (s.d / 2 + c.bn / 2 + s.d / 4) + 96;
 }
 
 class PortableAttentionFamily final : public AttentionFamily {

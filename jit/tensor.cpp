@@ -1,9 +1,14 @@
 #include "jit/tensor.h"
 
+#include <bit>
+#include <cmath>
+#include <random>
 #include <utility>
+#include <vector>
 
 #include "jit/device.h"
 #include "jit/driver.h"
+#include "jit/error.h"
 
 namespace jit {
 
@@ -25,6 +30,16 @@ DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   ptr_ = reinterpret_cast<void*>(ptr);
 }
 
+void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+  if (bytes > bytes_) throw Error(ErrorCode::InvalidArgument, "upload larger than the buffer");
+  if (bytes > 0) CUJIT_CU_CHECK(detail::driver().cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(ptr_), host, bytes));
+}
+
+void DeviceBuffer::download(void* host, std::size_t bytes) const {
+  if (bytes > bytes_) throw Error(ErrorCode::InvalidArgument, "download larger than the buffer");
+  if (bytes > 0) CUJIT_CU_CHECK(detail::driver().cuMemcpyDtoH(host, reinterpret_cast<CUdeviceptr>(ptr_), bytes));
+}
+
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_ != nullptr) detail::driver().cuMemFree(reinterpret_cast<CUdeviceptr>(ptr_));
 }
@@ -39,6 +54,51 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
   }
   return *this;
+}
+
+std::uint16_t float_to_bits(float value, DType dtype) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if (dtype == DType::bf16) {
+    if (std::isnan(value)) return std::uint16_t((bits >> 16) | 0x40);
+    return std::uint16_t((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+  }
+  const std::uint32_t sign = (bits >> 16) & 0x8000;
+  const std::uint32_t abs = bits & 0x7fffffff;
+  if (abs >= 0x7f800000) return std::uint16_t(sign | 0x7c00 | (abs > 0x7f800000 ? 0x200 : 0));
+  if (abs >= 0x477ff000) return std::uint16_t(sign | 0x7c00);  // rounds past 65504: inf
+  if (abs < 0x38800000) {  // below 2^-14: subnormal half, rounded to nearest even
+    const float scaled = std::bit_cast<float>(abs) * 16777216.0f;  // 2^24: one unit = one subnormal step
+    return std::uint16_t(sign | std::uint32_t(std::nearbyint(scaled)));
+  }
+  const std::uint32_t rounded = abs + 0xfff + ((abs >> 13) & 1);
+  return std::uint16_t(sign | ((rounded - 0x38000000) >> 13));
+}
+
+float bits_to_float(std::uint16_t bits, DType dtype) {
+  if (dtype == DType::bf16) return std::bit_cast<float>(std::uint32_t(bits) << 16);
+  const std::uint32_t sign = std::uint32_t(bits & 0x8000) << 16;
+  const std::uint32_t exponent = (bits >> 10) & 0x1f;
+  const std::uint32_t mantissa = bits & 0x3ff;
+  if (exponent == 0) {
+    const float magnitude = std::ldexp(float(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000 | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+DeviceTensor random_tensor(DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d,
+                           std::uint64_t seed) {
+  const std::size_t n = std::size_t(b * h * s * d);
+  std::vector<std::uint16_t> host(n);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  for (auto& x : host) x = float_to_bits(uniform(rng), dtype);
+  DeviceTensor t;
+  t.buffer = DeviceBuffer(n * element_size(dtype));
+  t.buffer.upload(host.data(), n * element_size(dtype));
+  t.view = TensorView::bhsd(t.buffer.data(), dtype, b, h, s, d);
+  return t;
 }
 
 }  // namespace jit

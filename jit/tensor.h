@@ -46,6 +46,10 @@ class DeviceBuffer {
   void* data() const { return ptr_; }
   std::size_t size() const { return bytes_; }
 
+  /// Synchronous copies from and to host memory (at most size() bytes).
+  void upload(const void* host, std::size_t bytes);
+  void download(void* host, std::size_t bytes) const;
+
  private:
   void* ptr_ = nullptr;
   std::size_t bytes_ = 0;
@@ -57,5 +61,14 @@ struct DeviceTensor {
   DeviceBuffer buffer;
   TensorView view;
 };
+
+/// A contiguous [B, H, S, D] tensor of uniform random values in [-1, 1), made
+/// on the host from `seed` and uploaded: inputs for warm-up, tuning, benchmarks.
+DeviceTensor random_tensor(DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d,
+                           std::uint64_t seed);
+
+/// Round-to-nearest-even conversions between float and the 16-bit types.
+std::uint16_t float_to_bits(float value, DType dtype);
+float bits_to_float(std::uint16_t bits, DType dtype);
 
 }  // namespace jit

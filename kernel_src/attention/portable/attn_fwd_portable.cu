@@ -12,7 +12,7 @@ namespace cujit::portable {
 
 // Dynamic shared memory: Q (BM, D), then STAGES x K (BN, D), then STAGES x V (BN, D).
 template <int D, int BM, int BN, int STAGES, int WARPS, class T, bool CAUSAL>
-__global__ void __launch_bounds__(WARPS * 32) attn_fwd_portable(const __grid_constant__ AttnParams p) {
+__global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_constant__ AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   static_assert(D % 64 == 0, "D must be a multiple of 64 (swizzle)");
   static_assert(BM % (16 * WARPS) == 0, "each warp owns whole 16-row m-tiles");

@@ -1,0 +1,170 @@
+#include "jit/warmup.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "autotune/prune.h"
+#include "autotune/tuner.h"
+#include "jit/attention.h"
+#include "jit/attention_family.h"
+#include "jit/driver.h"
+#include "jit/error.h"
+#include "jit/log.h"
+
+namespace jit {
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgument, message); }
+
+DType parse_dtype(const std::string& text) {
+  if (text == "fp16" || text == "f16" || text == "float16") return DType::f16;
+  if (text == "bf16" || text == "bfloat16") return DType::bf16;
+  invalid(fmt::format("dtype '{}' is not fp16 or bf16", text));
+}
+
+detail::AttnProblem problem_of(const AttentionShape& s) {
+  detail::AttnProblem p;
+  p.batch = s.batch;
+  p.heads_q = p.heads_kv = s.heads;
+  p.seq_q = p.seq_k = s.seq;
+  p.head_dim = s.head_dim;
+  p.dtype = s.dtype;
+  p.causal = s.causal;
+  return p;
+}
+
+}  // namespace
+
+AttentionShape parse_attention_shape(const std::string& text) {
+  std::vector<std::string> fields;
+  std::stringstream stream(text);
+  for (std::string field; std::getline(stream, field, ',');) fields.push_back(field);
+  if (fields.size() != 6) invalid(fmt::format("shape '{}' must be B,H,S,D,dtype,causal (e.g. 1,16,1024,64,fp16,0)", text));
+  AttentionShape s;
+  try {
+    s.batch = std::stoll(fields[0]);
+    s.heads = std::stoll(fields[1]);
+    s.seq = std::stoll(fields[2]);
+    s.head_dim = std::stoll(fields[3]);
+  } catch (const std::exception&) {
+    invalid(fmt::format("shape '{}': B, H, S and D must be integers", text));
+  }
+  if (s.batch <= 0 || s.heads <= 0 || s.seq <= 0 || s.head_dim <= 0) {
+    invalid(fmt::format("shape '{}': B, H, S and D must be positive", text));
+  }
+  s.dtype = parse_dtype(fields[4]);
+  if (fields[5] != "0" && fields[5] != "1") invalid(fmt::format("shape '{}': causal must be 0 or 1", text));
+  s.causal = fields[5] == "1";
+  return s;
+}
+
+std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text) {
+  const Json manifest = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!manifest.is_object() || !manifest.contains("shapes") || !manifest["shapes"].is_array()) {
+    invalid("the manifest must be a JSON object with a \"shapes\" array");
+  }
+  std::vector<AttentionShape> shapes;
+  for (const Json& entry : manifest["shapes"]) {
+    try {
+      AttentionShape s;
+      s.batch = entry.value("batch", std::int64_t(1));
+      s.heads = entry.value("heads", std::int64_t(16));
+      s.seq = entry.at("seq").get<std::int64_t>();
+      s.head_dim = entry.at("head_dim").get<std::int64_t>();
+      s.dtype = parse_dtype(entry.value("dtype", std::string("fp16")));
+      s.causal = entry.value("causal", false);
+      if (s.batch <= 0 || s.heads <= 0 || s.seq <= 0 || s.head_dim <= 0) invalid("sizes must be positive");
+      shapes.push_back(s);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      invalid(fmt::format("manifest entry {} is not a shape: {}", entry.dump(), e.what()));
+    }
+  }
+  return shapes;
+}
+
+std::vector<AttentionShape> all_attention_specializations() {
+  std::vector<AttentionShape> shapes;
+  for (DType dtype : {DType::f16, DType::bf16})
+    for (int d : {64, 128})
+      for (bool causal : {false, true}) shapes.push_back(AttentionShape{1, 16, 1024, d, dtype, causal});
+  return shapes;
+}
+
+WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std::vector<AttentionShape>& shapes,
+                                unsigned threads, const WarmupProgress& progress) {
+  struct Job {
+    const KernelFamily* family;
+    Json spec, config;
+    std::string arch;
+  };
+  std::vector<Job> jobs;
+  std::set<std::string> seen;
+  for (const std::string& arch : archs) {
+    const Target target = offline_target(arch);
+    for (const AttentionShape& shape : shapes) {
+      const detail::AttnProblem problem = problem_of(shape);
+      const detail::AttentionFamily& family = detail::attention_family_for(problem, target);
+      const Json spec = detail::AttentionFamily::spec_of(problem);
+      for (const Json& config : autotune::prune_space(family, spec, target).kept) {
+        if (seen.insert(arch + '/' + family.variant_name(spec, config)).second) {
+          jobs.push_back({&family, spec, config, arch});
+        }
+      }
+    }
+  }
+  detail::log_info("warm-up: {} variants for {} to compile or find in the cache", jobs.size(), fmt::join(archs, ", "));
+  WarmupSummary summary;
+  std::mutex mutex;
+  std::size_t done = 0;
+  const auto start = std::chrono::steady_clock::now();
+  autotune::parallel_for(jobs.size(), threads, [&](std::size_t i) {
+    const Job& job = jobs[i];
+    CompileReport report;
+    std::string error;
+    try {
+      report = compile_variant(*job.family, job.spec, job.config, job.arch);
+    } catch (const std::exception& e) {
+      error = e.what();
+      report.variant = job.family->variant_name(job.spec, job.config);
+      report.arch = job.arch;
+    }
+    std::lock_guard lock(mutex);
+    if (!error.empty()) {
+      ++summary.failed;
+      summary.errors.push_back(fmt::format("{} for {}: {}", report.variant, job.arch, error));
+    } else if (report.from_cache) {
+      ++summary.cached;
+    } else {
+      ++summary.compiled;
+    }
+    ++done;
+    if (progress) progress(report, done, jobs.size());
+  });
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return summary;
+}
+
+void tune_attention_shapes(const std::vector<AttentionShape>& shapes, WarmupSummary& summary) {
+  for (const AttentionShape& s : shapes) {
+    const auto start = std::chrono::steady_clock::now();
+    DeviceTensor q = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 1);
+    DeviceTensor k = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 2);
+    DeviceTensor v = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 3);
+    DeviceBuffer out_buffer(q.buffer.size());
+    const TensorView out = TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
+    AttentionOptions options;
+    options.causal = s.causal;
+    plan_attention(q.view, k.view, v.view, out, options);
+    CUJIT_CU_CHECK(detail::driver().cuCtxSynchronize());
+    ++summary.tuned;
+    summary.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+}
+
+}  // namespace jit

@@ -1,0 +1,55 @@
+/// @file warmup.h
+/// Filling the cache ahead of time: compile (no GPU needed) and, on a GPU,
+/// tune the attention variants a workload will use.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_family.h"
+#include "jit/tensor.h"
+
+namespace jit {
+
+/// One attention problem class: the spec fields plus sizes (sizes matter
+/// only for tuning).
+struct AttentionShape {
+  std::int64_t batch = 1, heads = 16, seq = 1024, head_dim = 64;
+  DType dtype = DType::f16;
+  bool causal = false;
+};
+
+/// Parses "B,H,S,D,dtype,causal" (e.g. "1,16,1024,64,fp16,0"); dtype is
+/// fp16|f16|bf16, causal 0|1. Throws Error(InvalidArgument) saying what is wrong.
+AttentionShape parse_attention_shape(const std::string& text);
+
+/// Shapes from a JSON manifest: {"shapes": [{"batch":1,"heads":16,"seq":1024,
+/// "head_dim":64,"dtype":"fp16","causal":false}, ...]}.
+std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text);
+
+/// Every shape the shipped attention families specialize on (all head dims,
+/// dtypes, causal), for --all.
+std::vector<AttentionShape> all_attention_specializations();
+
+struct WarmupSummary {
+  int compiled = 0;  ///< variants NVRTC compiled now
+  int cached = 0;    ///< variants already in the disk cache
+  int failed = 0;
+  int tuned = 0;     ///< shapes tuned on the GPU
+  double seconds = 0;
+  std::vector<std::string> errors;
+};
+
+using WarmupProgress = std::function<void(const CompileReport& report, std::size_t done, std::size_t total)>;
+
+/// Compiles, for each arch, every unpruned config of every variant these
+/// shapes need into the disk cache, on `threads` threads. Needs no GPU.
+WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std::vector<AttentionShape>& shapes,
+                                unsigned threads, const WarmupProgress& progress = {});
+
+/// On the current GPU, tunes each shape (random inputs) so that later
+/// processes find the winner in the tuning DB. Adds to `summary`.
+void tune_attention_shapes(const std::vector<AttentionShape>& shapes, WarmupSummary& summary);
+
+}  // namespace jit
