@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Joins cujit-bench's CSV with peers.py's CSV (same shapes, same run) and
+prints cujit time / peer time per shape, with geometric means over the grid.
+A ratio below 1 means cujit is faster.
+
+Usage: compare.py CUJIT_CSV PEERS_CSV [--out RATIOS_CSV]
+"""
+import csv
+import math
+import sys
+
+
+def key(row):
+    return (row["tag"], int(row["B"]), int(row["H"]), int(row["S"]), int(row["D"]), row["causal"] == "True",
+            row["dtype"])
+
+
+def main():
+    args = sys.argv[1:]
+    out_path = None
+    if "--out" in args:
+        out_path = args[args.index("--out") + 1]
+        args = args[: args.index("--out")]
+    cujit_csv, peers_csv = args[:2]
+    ours = {key(r): r for r in csv.DictReader(open(cujit_csv))}
+    peers = {}
+    for r in csv.DictReader(open(peers_csv)):
+        peers.setdefault(key(r), {})[r["impl"]] = r
+    impls = ["flash", "cudnn", "triton"]
+    print(f"{'tag':10} {'B':>3} {'H':>3} {'S':>6} {'D':>4} {'c':>2} {'dtype':>8} | {'cujit us':>9} {'TFLOP/s':>7} | "
+          + " ".join(f"{'/' + i:>8}" for i in impls) + " | variant")
+    logs = {i: {} for i in impls}
+    rows = []
+    for k, r in ours.items():
+        us = float(r["us"])
+        cells, out = [], dict(tag=k[0], B=k[1], H=k[2], S=k[3], D=k[4], causal=k[5], dtype=k[6], cujit_us=us)
+        for i in impls:
+            p = peers.get(k, {}).get(i)
+            peer_us = float(p["us"]) if p and p["us"] not in ("", "nan") else float("nan")
+            ratio = us / peer_us if peer_us == peer_us and peer_us > 0 else float("nan")
+            out[f"ratio_{i}"] = ratio
+            cells.append(f"{ratio:8.3f}")
+            if ratio == ratio and k[0] == "grid":
+                logs[i].setdefault(k[4], []).append(math.log(ratio))
+        rows.append(out)
+        print(f"{k[0]:10} {k[1]:3} {k[2]:3} {k[3]:6} {k[4]:4} {int(k[5]):2} {k[6]:>8} | {us:9.1f} "
+              f"{float(r['tflops']):7.0f} | " + " ".join(cells) + f" | {r['variant']}")
+    print("geometric mean of cujit/peer time over the fp16 grid (below 1: cujit faster):")
+    for i in impls:
+        parts = []
+        all_logs = []
+        for d in sorted(logs[i]):
+            parts.append(f"D={d}: {math.exp(sum(logs[i][d]) / len(logs[i][d])):.3f}")
+            all_logs += logs[i][d]
+        if all_logs:
+            parts.append(f"all: {math.exp(sum(all_logs) / len(all_logs)):.3f}")
+        print(f"  vs {i:7} " + ", ".join(parts))
+    if out_path and rows:
+        with open(out_path, "w") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
+            w.writeheader()
+            w.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()
