@@ -2,6 +2,9 @@
 // kernel -> launch (ARCHITECTURE.md, "One call, end to end").
 #include "jit/attention.h"
 
+#include <mutex>
+#include <unordered_map>
+
 #include "jit/attention_family.h"
 #include "jit/attention_problem.h"
 #include "jit/device.h"
@@ -18,41 +21,87 @@ struct Prepared {
   Json config;
 };
 
-Prepared prepare(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
-                 const AttentionOptions& options) {
+// Steps 3-5 for a validated, non-empty problem.
+Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                 Stream stream) {
   Prepared p;
-  p.problem = detail::validate_attention(q, k, v, out, options);
-  if (p.problem.empty()) return p;
+  p.problem = problem;
   const detail::DeviceInfo& device = detail::current_device();
-  p.family = &detail::attention_family_for(p.problem, device.target);
-  p.spec = detail::AttentionFamily::spec_of(p.problem);
-  const detail::AttnProblem& problem = p.problem;
+  p.family = &detail::attention_family_for(problem, device.target);
+  p.spec = detail::AttentionFamily::spec_of(problem);
   const detail::AttentionFamily& family = *p.family;
-  // Candidates are timed on the caller's inputs but write to scratch outputs,
-  // never to `out` or the caller's LSE.
+  // Candidates are timed on the caller's inputs but write to a scratch
+  // output, never to `out` or the caller's LSE.
   std::optional<DeviceBuffer> scratch_out;
   TensorView scratch_view;
-  auto run = [&](const Kernel& kernel, const Json& config, Stream stream) {
+  auto run = [&](const Kernel& kernel, const Json& config, Stream s) {
     if (!scratch_out) {
       scratch_out.emplace(std::size_t(q.numel()) * element_size(q.dtype));
       scratch_view = TensorView::bhsd(scratch_out->data(), q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
     }
     const cujit::AttnParams params = detail::make_attn_params(problem, q, k, v, scratch_view, nullptr);
-    kernel.launch(family.geometry(problem, config), params, stream);
+    kernel.launch(family.geometry(problem, config), params, s);
   };
-  p.config = choose_config(family, p.spec, detail::attention_bucket(problem), run, options.stream);
+  p.config = choose_config(family, p.spec, detail::attention_bucket(problem), run, stream);
   return p;
+}
+
+// The hot path: the kernel and launch geometry of an exact problem shape seen
+// before on this context, so a repeated call skips tune-key hashing and JSON.
+struct ShapeKey {
+  CUcontext context;
+  detail::AttnProblem problem;
+  bool operator==(const ShapeKey& o) const {
+    const auto& a = problem;
+    const auto& b = o.problem;
+    return context == o.context && a.batch == b.batch && a.heads_q == b.heads_q && a.heads_kv == b.heads_kv &&
+           a.seq_q == b.seq_q && a.seq_k == b.seq_k && a.head_dim == b.head_dim && a.dtype == b.dtype &&
+           a.causal == b.causal;
+  }
+};
+struct ShapeKeyHash {
+  std::size_t operator()(const ShapeKey& k) const {
+    const auto& p = k.problem;
+    std::size_t h = std::hash<const void*>()(k.context);
+    for (std::int64_t v : {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, std::int64_t(p.dtype),
+                           std::int64_t(p.causal)}) {
+      h = h * 1000003u ^ std::hash<std::int64_t>()(v);
+    }
+    return h;
+  }
+};
+struct Launchable {
+  const Kernel* kernel;
+  LaunchGeometry geometry;
+};
+
+Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
+                          const TensorView& v, Stream stream) {
+  constexpr std::size_t kMaxShapes = 4096;  // varying lengths must not grow it without bound
+  static std::mutex mutex;
+  static std::unordered_map<ShapeKey, Launchable, ShapeKeyHash> shapes;
+  const ShapeKey key{detail::current_device().context, problem};
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = shapes.find(key); it != shapes.end()) return it->second;
+  }
+  const Prepared p = prepare(problem, q, k, v, stream);
+  const Launchable launchable{&get_kernel(*p.family, p.spec, p.config), p.family->geometry(problem, p.config)};
+  std::lock_guard lock(mutex);
+  if (shapes.size() >= kMaxShapes) shapes.clear();
+  shapes.emplace(key, launchable);
+  return launchable;
 }
 
 }  // namespace
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const AttentionOptions& options) {
-  const Prepared p = prepare(q, k, v, out, options);
-  if (p.problem.empty()) return;  // nothing to compute, nothing launched
-  const Kernel& kernel = get_kernel(*p.family, p.spec, p.config);
-  const cujit::AttnParams params = detail::make_attn_params(p.problem, q, k, v, out, options.lse);
-  kernel.launch(p.family->geometry(p.problem, p.config), params, options.stream);
+  const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
+  if (problem.empty()) return;  // nothing to compute, nothing launched
+  const Launchable l = launchable_for(problem, q, k, v, options.stream);
+  const cujit::AttnParams params = detail::make_attn_params(problem, q, k, v, out, options.lse);
+  l.kernel->launch(l.geometry, params, options.stream);
 }
 
 DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -66,8 +115,9 @@ DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorVie
 
 AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                              const AttentionOptions& options) {
-  const Prepared p = prepare(q, k, v, out, options);
-  if (p.problem.empty()) return {};
+  const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
+  if (problem.empty()) return {};
+  const Prepared p = prepare(problem, q, k, v, options.stream);
   return {p.family->name(), p.family->variant_name(p.spec, p.config), p.config};
 }
 

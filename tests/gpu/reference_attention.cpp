@@ -43,9 +43,13 @@ void reference_rows(const ReferenceProblem& p, const std::vector<float>& q, cons
     double max_score = -std::numeric_limits<double>::infinity();
     for (std::int64_t j = 0; j < n; ++j) {
       const float* kj = kh + j * D;
-      double dot = 0;
-      for (std::int64_t d = 0; d < D; ++d) dot += double(qi[d]) * double(kj[d]);
-      scores[std::size_t(j)] = p.scale * dot;
+      // Four partial sums: independent chains, several times faster than one.
+      double part[4] = {0, 0, 0, 0};
+      std::int64_t d = 0;
+      for (; d + 4 <= D; d += 4)
+        for (int u = 0; u < 4; ++u) part[u] += double(qi[d + u]) * double(kj[d + u]);
+      for (; d < D; ++d) part[0] += double(qi[d]) * double(kj[d]);
+      scores[std::size_t(j)] = p.scale * ((part[0] + part[1]) + (part[2] + part[3]));
       max_score = std::max(max_score, scores[std::size_t(j)]);
     }
     std::fill(acc.begin(), acc.end(), 0.0);

@@ -1,0 +1,401 @@
+// Tests for jit/attention_problem: argument validation, the kernel parameter
+// struct and the tune-key bucket. The pointers are fake (never dereferenced),
+// so no GPU is needed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "jit/attention_problem.h"
+#include "jit/error.h"
+#include "kernel_src/attention/attn_params.h"
+
+namespace {
+
+using jit::AttentionOptions;
+using jit::CausalAlign;
+using jit::DType;
+using jit::ErrorCode;
+using jit::TensorView;
+using jit::detail::AttnProblem;
+using jit::detail::validate_attention;
+
+// The host/device contract: the kernels read this exact layout.
+static_assert(sizeof(cujit::AttnParams) == 168, "AttnParams layout changed: update the kernels and this test");
+
+void* fake(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
+
+// Four far-apart, 16-byte-aligned regions (1 MiB apart; the tensors below are smaller).
+constexpr std::uintptr_t kQ = 0x10000000, kK = 0x20000000, kV = 0x30000000, kOut = 0x40000000;
+
+struct Tensors {
+  TensorView q, k, v, out;
+};
+
+// B=2, Hq=Hkv=4, Sq=Sk=128, D=64, contiguous [B, H, S, D].
+Tensors valid_bhsd(std::int64_t b = 2, std::int64_t hq = 4, std::int64_t hkv = 4, std::int64_t sq = 128,
+                   std::int64_t sk = 128, std::int64_t d = 64, DType dtype = DType::f16) {
+  return {TensorView::bhsd(fake(kQ), dtype, b, hq, sq, d), TensorView::bhsd(fake(kK), dtype, b, hkv, sk, d),
+          TensorView::bhsd(fake(kV), dtype, b, hkv, sk, d), TensorView::bhsd(fake(kOut), dtype, b, hq, sq, d)};
+}
+
+AttnProblem validate(const Tensors& t, const AttentionOptions& options = {}) {
+  return validate_attention(t.q, t.k, t.v, t.out, options);
+}
+
+// Runs fn, expects Error(InvalidArgument) whose message contains every needle.
+void expect_invalid(const std::function<void()>& fn, std::initializer_list<std::string> needles) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected jit::Error(InvalidArgument), nothing was thrown";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    const std::string message = e.what();
+    for (const std::string& needle : needles) {
+      EXPECT_NE(message.find(needle), std::string::npos) << "message '" << message << "' lacks '" << needle << "'";
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected jit::Error, got another exception: " << e.what();
+  }
+}
+
+void expect_invalid(const Tensors& t, std::initializer_list<std::string> needles, const AttentionOptions& options = {}) {
+  expect_invalid([&] { validate(t, options); }, needles);
+}
+
+}  // namespace
+
+// --- accepted problems -----------------------------------------------------
+
+TEST(ValidateAttention, AcceptsContiguousBhsd) {
+  const AttnProblem p = validate(valid_bhsd());
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.heads_q, 4);
+  EXPECT_EQ(p.heads_kv, 4);
+  EXPECT_EQ(p.seq_q, 128);
+  EXPECT_EQ(p.seq_k, 128);
+  EXPECT_EQ(p.head_dim, 64);
+  EXPECT_EQ(p.dtype, DType::f16);
+  EXPECT_FALSE(p.causal);
+  EXPECT_EQ(p.causal_offset, 0);
+  EXPECT_FALSE(p.empty());
+}
+
+TEST(ValidateAttention, AcceptsBshdLayout) {
+  // [B, S, H, D] storage viewed as [B, H, S, D]: strides are permuted.
+  const Tensors t{TensorView::bshd(fake(kQ), DType::bf16, 2, 100, 4, 128),
+                  TensorView::bshd(fake(kK), DType::bf16, 2, 300, 4, 128),
+                  TensorView::bshd(fake(kV), DType::bf16, 2, 300, 4, 128),
+                  TensorView::bshd(fake(kOut), DType::bf16, 2, 100, 4, 128)};
+  EXPECT_EQ(t.q.shape, (std::array<std::int64_t, 4>{2, 4, 100, 128}));
+  EXPECT_EQ(t.q.strides, (std::array<std::int64_t, 4>{100 * 4 * 128, 128, 4 * 128, 1}));
+  const AttnProblem p = validate(t);
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.heads_q, 4);
+  EXPECT_EQ(p.seq_q, 100);
+  EXPECT_EQ(p.seq_k, 300);
+  EXPECT_EQ(p.head_dim, 128);
+  EXPECT_EQ(p.dtype, DType::bf16);
+}
+
+TEST(ValidateAttention, AcceptsGroupedQueryAttention) {
+  const AttnProblem p = validate(valid_bhsd(1, 8, 2));
+  EXPECT_EQ(p.heads_q, 8);
+  EXPECT_EQ(p.heads_kv, 2);
+  // MQA too.
+  EXPECT_EQ(validate(valid_bhsd(1, 8, 1)).heads_kv, 1);
+}
+
+TEST(ValidateAttention, AcceptsEmptyBatchWithNullPointers) {
+  const Tensors t{TensorView::bhsd(nullptr, DType::f16, 0, 4, 128, 64),
+                  TensorView::bhsd(nullptr, DType::f16, 0, 4, 128, 64),
+                  TensorView::bhsd(nullptr, DType::f16, 0, 4, 128, 64),
+                  TensorView::bhsd(nullptr, DType::f16, 0, 4, 128, 64)};
+  const AttnProblem p = validate(t);
+  EXPECT_TRUE(p.empty());
+  EXPECT_EQ(p.batch, 0);
+}
+
+TEST(ValidateAttention, AcceptsEmptyQueryWithNullPointers) {
+  {
+    // Sq = Sk = 0: every tensor is empty, every pointer null.
+    const Tensors t{TensorView::bhsd(nullptr, DType::f16, 2, 4, 0, 64),
+                    TensorView::bhsd(nullptr, DType::f16, 2, 4, 0, 64),
+                    TensorView::bhsd(nullptr, DType::f16, 2, 4, 0, 64),
+                    TensorView::bhsd(nullptr, DType::f16, 2, 4, 0, 64)};
+    EXPECT_TRUE(validate(t).empty());
+  }
+  {
+    // Sq = 0 with real keys: q and out are empty and null.
+    const Tensors t{TensorView::bhsd(nullptr, DType::f16, 2, 4, 0, 64),
+                    TensorView::bhsd(fake(kK), DType::f16, 2, 4, 256, 64),
+                    TensorView::bhsd(fake(kV), DType::f16, 2, 4, 256, 64),
+                    TensorView::bhsd(nullptr, DType::f16, 2, 4, 0, 64)};
+    const AttnProblem p = validate(t);
+    EXPECT_TRUE(p.empty());
+    EXPECT_EQ(p.seq_q, 0);
+    EXPECT_EQ(p.seq_k, 256);
+  }
+}
+
+// --- rejected problems: InvalidArgument naming the argument ------------------
+
+TEST(ValidateAttention, RejectsNullPointers) {
+  {
+    Tensors t = valid_bhsd();
+    t.q.data = nullptr;
+    expect_invalid(t, {"q is a null pointer"});
+  }
+  {
+    Tensors t = valid_bhsd();
+    t.k.data = nullptr;
+    expect_invalid(t, {"k is a null pointer"});
+  }
+  {
+    Tensors t = valid_bhsd();
+    t.v.data = nullptr;
+    expect_invalid(t, {"v is a null pointer"});
+  }
+  {
+    Tensors t = valid_bhsd();
+    t.out.data = nullptr;
+    expect_invalid(t, {"out is a null pointer"});
+  }
+}
+
+TEST(ValidateAttention, RejectsKeyValueShapeMismatch) {
+  Tensors t = valid_bhsd();
+  t.v = TensorView::bhsd(fake(kV), DType::f16, 2, 4, 64, 64);  // Sk 64 vs k's 128
+  expect_invalid(t, {"k and v", "same shape"});
+}
+
+TEST(ValidateAttention, RejectsBatchMismatch) {
+  Tensors t = valid_bhsd();
+  t.k = TensorView::bhsd(fake(kK), DType::f16, 3, 4, 128, 64);
+  t.v = TensorView::bhsd(fake(kV), DType::f16, 3, 4, 128, 64);
+  expect_invalid(t, {"q and k", "batch"});
+}
+
+TEST(ValidateAttention, RejectsHeadDimMismatch) {
+  Tensors t = valid_bhsd();
+  t.k = TensorView::bhsd(fake(kK), DType::f16, 2, 4, 128, 128);
+  t.v = TensorView::bhsd(fake(kV), DType::f16, 2, 4, 128, 128);
+  expect_invalid(t, {"q and k", "head dim"});
+}
+
+TEST(ValidateAttention, RejectsQueryHeadsNotMultipleOfKeyHeads) {
+  expect_invalid(valid_bhsd(1, 6, 4), {"heads", "multiple"});
+  expect_invalid(valid_bhsd(1, 2, 4), {"heads", "multiple"});
+}
+
+TEST(ValidateAttention, RejectsOutputShapeMismatch) {
+  Tensors t = valid_bhsd();
+  t.out = TensorView::bhsd(fake(kOut), DType::f16, 2, 4, 64, 64);
+  expect_invalid(t, {"out", "shape"});
+}
+
+TEST(ValidateAttention, RejectsDtypeMismatch) {
+  {
+    Tensors t = valid_bhsd();
+    t.k.dtype = DType::bf16;
+    expect_invalid(t, {"dtype"});
+  }
+  {
+    Tensors t = valid_bhsd();
+    t.out.dtype = DType::bf16;
+    expect_invalid(t, {"dtype", "out bf16"});
+  }
+}
+
+TEST(ValidateAttention, RejectsNonContiguousLastDimension) {
+  Tensors t = valid_bhsd();
+  t.q.strides[3] = 2;
+  expect_invalid(t, {"q's last dimension", "contiguous"});
+  Tensors u = valid_bhsd();
+  u.v.strides[3] = 0;
+  expect_invalid(u, {"v's last dimension", "contiguous"});
+}
+
+TEST(ValidateAttention, RejectsMisalignedPointer) {
+  for (std::uintptr_t offset : {2u, 8u, 14u}) {
+    Tensors t = valid_bhsd();
+    t.q.data = fake(kQ + offset);
+    expect_invalid(t, {"q must be 16-byte aligned"});
+  }
+  Tensors t = valid_bhsd();
+  t.k.data = fake(kK + 8);
+  expect_invalid(t, {"k must be 16-byte aligned"});
+}
+
+TEST(ValidateAttention, RejectsRowStrideNotMultipleOfEight) {
+  // A padded row of 68 elements: the head and batch strides stay multiples of 8.
+  Tensors t = valid_bhsd();
+  t.q.strides = {4 * 128 * 68, 128 * 68, 68, 1};
+  expect_invalid(t, {"q's stride 68", "dimension 2", "multiple of 8"});
+  Tensors u = valid_bhsd();
+  u.out.strides = {4 * 128 * 64 + 4, 128 * 64, 64, 1};  // batch stride off by 4
+  expect_invalid(u, {"out's stride", "dimension 0"});
+}
+
+TEST(ValidateAttention, RejectsOutputOverlappingQuery) {
+  Tensors t = valid_bhsd();
+  t.out.data = t.q.data;
+  expect_invalid(t, {"out overlaps"});
+  // A partial overlap: out starts inside q's last row.
+  const std::int64_t q_bytes = t.q.numel() * 2;
+  t.out.data = fake(kQ + std::uintptr_t(q_bytes) - 64);
+  expect_invalid(t, {"out overlaps"});
+  // Adjacent (out starts right after q ends) is fine.
+  t.out.data = fake(kQ + std::uintptr_t(q_bytes));
+  EXPECT_NO_THROW(validate(t));
+}
+
+TEST(ValidateAttention, RejectsBadScale) {
+  for (float scale : {-0.125f, 0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
+                      std::numeric_limits<float>::infinity()}) {
+    AttentionOptions options;
+    options.scale = scale;
+    expect_invalid(valid_bhsd(), {"scale"}, options);
+  }
+}
+
+TEST(ValidateAttention, RejectsNegativeSizes) {
+  {
+    Tensors t = valid_bhsd();
+    t.q.shape[2] = -1;
+    expect_invalid(t, {"q has a negative size", "dimension 2"});
+  }
+  {
+    Tensors t = valid_bhsd();
+    t.k.shape[0] = -2;
+    t.v.shape[0] = -2;
+    expect_invalid(t, {"k has a negative size"});
+  }
+  {
+    Tensors t = valid_bhsd();
+    t.out.strides[1] = -8;
+    expect_invalid(t, {"out has a negative stride"});
+  }
+}
+
+// --- derived fields ------------------------------------------------------------
+
+TEST(ValidateAttention, CausalOffsets) {
+  AttentionOptions options;
+  options.causal = true;
+  options.align = CausalAlign::TopLeft;
+  EXPECT_EQ(validate(valid_bhsd(1, 4, 4, 128, 384), options).causal_offset, 0);
+  EXPECT_EQ(validate(valid_bhsd(1, 4, 4, 384, 128), options).causal_offset, 0);
+
+  options.align = CausalAlign::BottomRight;
+  const AttnProblem p = validate(valid_bhsd(1, 4, 4, 128, 384), options);
+  EXPECT_TRUE(p.causal);
+  EXPECT_EQ(p.causal_offset, 384 - 128);
+  EXPECT_EQ(validate(valid_bhsd(1, 4, 4, 384, 128), options).causal_offset, 128 - 384);
+  EXPECT_EQ(validate(valid_bhsd(1, 4, 4, 200, 200), options).causal_offset, 0);
+
+  // Alignment means nothing without causal.
+  AttentionOptions plain;
+  plain.align = CausalAlign::BottomRight;
+  const AttnProblem q = validate(valid_bhsd(1, 4, 4, 128, 384), plain);
+  EXPECT_FALSE(q.causal);
+  EXPECT_EQ(q.causal_offset, 0);
+}
+
+TEST(ValidateAttention, DefaultScaleIsInverseSqrtHeadDim) {
+  EXPECT_FLOAT_EQ(validate(valid_bhsd(1, 4, 4, 128, 128, 64)).scale, 0.125f);
+  EXPECT_FLOAT_EQ(validate(valid_bhsd(1, 4, 4, 128, 128, 128)).scale, float(1.0 / std::sqrt(128.0)));
+  AttentionOptions options;
+  options.scale = 0.5f;
+  EXPECT_FLOAT_EQ(validate(valid_bhsd(), options).scale, 0.5f);
+}
+
+TEST(MakeAttnParams, CopiesStridesSizesAndDerivedFields) {
+  const Tensors t{TensorView::bshd(fake(kQ), DType::f16, 3, 100, 8, 64),
+                  TensorView::bshd(fake(kK), DType::f16, 3, 300, 2, 64),
+                  TensorView::bshd(fake(kV), DType::f16, 3, 300, 2, 64),
+                  TensorView::bhsd(fake(kOut), DType::f16, 3, 8, 100, 64)};
+  AttentionOptions options;
+  options.causal = true;
+  options.align = CausalAlign::BottomRight;
+  options.scale = 0.3f;
+  const AttnProblem problem = validate(t, options);
+  float* lse = reinterpret_cast<float*>(fake(0x50000000));
+  const cujit::AttnParams p = jit::detail::make_attn_params(problem, t.q, t.k, t.v, t.out, lse);
+
+  EXPECT_EQ(p.q, t.q.data);
+  EXPECT_EQ(p.k, t.k.data);
+  EXPECT_EQ(p.v, t.v.data);
+  EXPECT_EQ(p.o, t.out.data);
+  EXPECT_EQ(p.lse, lse);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(p.q_stride[i], t.q.strides[i]) << i;
+    EXPECT_EQ(p.k_stride[i], t.k.strides[i]) << i;
+    EXPECT_EQ(p.v_stride[i], t.v.strides[i]) << i;
+    EXPECT_EQ(p.o_stride[i], t.out.strides[i]) << i;
+  }
+  // bshd: row stride is H*D, head stride is D.
+  EXPECT_EQ(p.q_stride[0], 100 * 8 * 64);
+  EXPECT_EQ(p.q_stride[1], 64);
+  EXPECT_EQ(p.q_stride[2], 8 * 64);
+  EXPECT_EQ(p.k_stride[2], 2 * 64);
+  EXPECT_EQ(p.o_stride[2], 64);
+
+  EXPECT_EQ(p.batch, 3);
+  EXPECT_EQ(p.heads_q, 8);
+  EXPECT_EQ(p.heads_kv, 2);
+  EXPECT_EQ(p.seq_q, 100);
+  EXPECT_EQ(p.seq_k, 300);
+  EXPECT_EQ(p.group, 4);
+  EXPECT_EQ(p.causal_offset, 200);
+  EXPECT_FLOAT_EQ(p.scale_log2, 0.3f * 1.4426950408889634f);
+  EXPECT_NEAR(p.scale_log2, 0.3 / std::log(2.0), 1e-6);
+}
+
+TEST(MakeAttnParams, NullLseAndDefaultScale) {
+  const Tensors t = valid_bhsd(2, 8, 8, 128, 128, 128);
+  const AttnProblem problem = validate(t);
+  const cujit::AttnParams p = jit::detail::make_attn_params(problem, t.q, t.k, t.v, t.out, nullptr);
+  EXPECT_EQ(p.lse, nullptr);
+  EXPECT_EQ(p.group, 1);
+  EXPECT_EQ(p.causal_offset, 0);
+  EXPECT_NEAR(p.scale_log2, (1.0 / std::sqrt(128.0)) * 1.4426950408889634, 1e-6);
+}
+
+TEST(AttentionBucket, RoundsUpToPowersOfTwoWithFloors) {
+  auto bucket = [](std::int64_t b, std::int64_t hq, std::int64_t sq, std::int64_t sk) {
+    AttnProblem p;
+    p.batch = b;
+    p.heads_q = hq;
+    p.heads_kv = hq;
+    p.seq_q = sq;
+    p.seq_k = sk;
+    p.head_dim = 64;
+    return jit::detail::attention_bucket(p);
+  };
+  const jit::Json a = bucket(1, 1, 1, 1);
+  EXPECT_EQ(a["seq_q"], 64);  // floor 64
+  EXPECT_EQ(a["seq_k"], 64);
+  EXPECT_EQ(a["batch_heads"], 1);  // floor 1
+
+  const jit::Json b = bucket(3, 5, 65, 1000);
+  EXPECT_EQ(b["seq_q"], 128);
+  EXPECT_EQ(b["seq_k"], 1024);
+  EXPECT_EQ(b["batch_heads"], 16);  // 15 -> 16
+
+  const jit::Json c = bucket(2, 16, 1024, 4097);
+  EXPECT_EQ(c["seq_q"], 1024);  // already a power of two
+  EXPECT_EQ(c["seq_k"], 8192);
+  EXPECT_EQ(c["batch_heads"], 32);
+
+  EXPECT_EQ(bucket(1, 1, 64, 63)["seq_k"], 64);
+  EXPECT_EQ(bucket(1, 1, 64, 129)["seq_k"], 256);
+  EXPECT_EQ(bucket(0, 0, 0, 0)["batch_heads"], 1);
+  EXPECT_EQ(bucket(0, 0, 0, 0)["seq_q"], 64);
+
+  // Exactly these three fields: they form the tune key.
+  EXPECT_EQ(a.size(), 3u);
+}
