@@ -2,10 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <charconv>
 #include <chrono>
 #include <mutex>
 #include <set>
-#include <sstream>
 
 #include "autotune/prune.h"
 #include "autotune/tuner.h"
@@ -40,19 +40,28 @@ detail::AttnProblem problem_of(const AttentionShape& s) {
 }  // namespace
 
 AttentionShape parse_attention_shape(const std::string& text) {
-  std::vector<std::string> fields;
-  std::stringstream stream(text);
-  for (std::string field; std::getline(stream, field, ',');) fields.push_back(field);
-  if (fields.size() != 6) invalid(fmt::format("shape '{}' must be B,H,S,D,dtype,causal (e.g. 1,16,1024,64,fp16,0)", text));
-  AttentionShape s;
-  try {
-    s.batch = std::stoll(fields[0]);
-    s.heads = std::stoll(fields[1]);
-    s.seq = std::stoll(fields[2]);
-    s.head_dim = std::stoll(fields[3]);
-  } catch (const std::exception&) {
-    invalid(fmt::format("shape '{}': B, H, S and D must be integers", text));
+  std::vector<std::string> fields(1);
+  for (char c : text) {
+    if (c == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
   }
+  if (fields.size() != 6) invalid(fmt::format("shape '{}' must be B,H,S,D,dtype,causal (e.g. 1,16,1024,64,fp16,0)", text));
+  auto integer = [&](const std::string& field) {
+    std::int64_t value = 0;
+    const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
+    if (field.empty() || error != std::errc() || end != field.data() + field.size()) {
+      invalid(fmt::format("shape '{}': '{}' is not an integer (B, H, S and D must be integers)", text, field));
+    }
+    return value;
+  };
+  AttentionShape s;
+  s.batch = integer(fields[0]);
+  s.heads = integer(fields[1]);
+  s.seq = integer(fields[2]);
+  s.head_dim = integer(fields[3]);
   if (s.batch <= 0 || s.heads <= 0 || s.seq <= 0 || s.head_dim <= 0) {
     invalid(fmt::format("shape '{}': B, H, S and D must be positive", text));
   }

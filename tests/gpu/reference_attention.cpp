@@ -22,8 +22,8 @@ void reference_rows(const ReferenceProblem& p, const std::vector<float>& q, cons
                     const std::vector<float>& v, ReferenceResult& out, std::int64_t first, std::int64_t last) {
   const std::int64_t D = p.head_dim;
   const std::int64_t group = p.heads_q / p.heads_kv;
-  std::vector<double> scores(std::size_t(std::max<std::int64_t>(p.seq_k, 1)));
-  std::vector<double> acc(std::size_t(D));
+  std::vector<double> scores(std::size_t(std::max<std::int64_t>(p.seq_k, 1)), 0.0);
+  std::vector<double> acc(static_cast<std::size_t>(D), 0.0);
   for (std::int64_t row = first; row < last; ++row) {
     const std::int64_t i = row % p.seq_q;
     const std::int64_t h = (row / p.seq_q) % p.heads_q;

@@ -2,6 +2,7 @@
 // Every test skips, with the reason, where there is no usable GPU. main() is
 // in gpu_test_main.cpp: it gives the process a fresh cache directory and
 // CUJIT_AUTOTUNE=off (default config, no tuning) unless told otherwise.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>

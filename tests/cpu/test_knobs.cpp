@@ -1,0 +1,81 @@
+// Tests for jit/knobs: parsing of the CUJIT_* environment knobs.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "jit/error.h"
+#include "jit/knobs.h"
+
+using jit::detail::AutotuneMode;
+using jit::detail::LogLevel;
+
+namespace {
+
+template <class Fn>
+void expect_invalid_naming(const std::string& knob, const std::string& value, Fn&& fn) {
+  try {
+    fn();
+    ADD_FAILURE() << knob << "='" << value << "' was accepted";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
+    const std::string message = e.what();
+    EXPECT_NE(message.find(knob), std::string::npos) << message;
+    EXPECT_NE(message.find(value), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+
+TEST(Knobs, LogLevelDocumentedValues) {
+  EXPECT_EQ(jit::detail::parse_log_level(nullptr), LogLevel::off);  // unset: the default
+  EXPECT_EQ(jit::detail::parse_log_level(""), LogLevel::off);
+  EXPECT_EQ(jit::detail::parse_log_level("off"), LogLevel::off);
+  EXPECT_EQ(jit::detail::parse_log_level("info"), LogLevel::info);
+  EXPECT_EQ(jit::detail::parse_log_level("debug"), LogLevel::debug);
+  // Numeric spellings.
+  EXPECT_EQ(jit::detail::parse_log_level("0"), LogLevel::off);
+  EXPECT_EQ(jit::detail::parse_log_level("1"), LogLevel::info);
+  EXPECT_EQ(jit::detail::parse_log_level("2"), LogLevel::debug);
+}
+
+TEST(Knobs, LogLevelRejectsGarbage) {
+  for (const char* value : {"verbose", "3", "INFO ", "trace", "-1"}) {
+    expect_invalid_naming("CUJIT_LOG", value, [&] { jit::detail::parse_log_level(value); });
+  }
+}
+
+TEST(Knobs, AutotuneModeDocumentedValues) {
+  EXPECT_EQ(jit::detail::parse_autotune_mode(nullptr), AutotuneMode::full);  // unset: the default
+  EXPECT_EQ(jit::detail::parse_autotune_mode(""), AutotuneMode::full);
+  EXPECT_EQ(jit::detail::parse_autotune_mode("full"), AutotuneMode::full);
+  EXPECT_EQ(jit::detail::parse_autotune_mode("off"), AutotuneMode::off);
+}
+
+TEST(Knobs, AutotuneModeRejectsGarbage) {
+  for (const char* value : {"fast", "on", "fulll", "none"}) {
+    expect_invalid_naming("CUJIT_AUTOTUNE", value, [&] { jit::detail::parse_autotune_mode(value); });
+  }
+}
+
+TEST(Knobs, BoolKnobDocumentedValues) {
+  // Unset or empty: the fallback.
+  EXPECT_TRUE(jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", nullptr, true));
+  EXPECT_FALSE(jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", nullptr, false));
+  EXPECT_TRUE(jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", "", true));
+  EXPECT_FALSE(jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", "", false));
+  for (const char* yes : {"1", "on", "true"}) {
+    EXPECT_TRUE(jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", yes, false)) << yes;
+  }
+  for (const char* no : {"0", "off", "false"}) {
+    EXPECT_FALSE(jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", no, true)) << no;
+  }
+}
+
+TEST(Knobs, BoolKnobRejectsGarbageNamingTheKnob) {
+  for (const char* value : {"2", "yes please", "maybe", "-1"}) {
+    expect_invalid_naming("CUJIT_DISK_CACHE", value,
+                          [&] { jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", value, true); });
+  }
+  // The name comes from the caller, not a fixed string.
+  expect_invalid_naming("CUJIT_SOME_FLAG", "x", [] { jit::detail::parse_bool_knob("CUJIT_SOME_FLAG", "x", false); });
+}

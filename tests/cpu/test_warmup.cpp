@@ -1,0 +1,247 @@
+// Tests for jit/warmup: shape and manifest parsing, and an offline warm-up
+// into the disk cache through NVRTC (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <tuple>
+
+#include "autotune/prune.h"
+#include "cache/cubin_store.h"
+#include "jit/attention_family.h"
+#include "jit/binary_cache.h"
+#include "jit/error.h"
+#include "jit/kernel_family.h"
+#include "jit/warmup.h"
+
+using jit::AttentionShape;
+using jit::DType;
+
+namespace {
+
+template <class Fn>
+std::string expect_error(jit::ErrorCode code, Fn&& fn) {
+  try {
+    fn();
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected jit::Error(" << jit::to_string(code) << "), got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected jit::Error(" << jit::to_string(code) << "), nothing was thrown";
+  return "";
+}
+
+// Removes the disk-cache entries of every variant a warm-up of `spec` for
+// `arch` would compile, so that a cache directory reused across runs (a preset
+// CUJIT_CACHE_DIR, --gtest_repeat) cannot turn the first warm-up into hits.
+void forget_cached_variants(const jit::Json& spec, const std::string& arch) {
+  const jit::KernelFamily& family = jit::detail::portable_attention_family();
+  const jit::cache::CubinStore store(jit::cache_directory());
+  for (const jit::Json& config : jit::autotune::prune_space(family, spec, jit::offline_target(arch)).kept) {
+    const jit::detail::CompileRequest request{&family.sources(), family.name_expression(spec, config), arch,
+                                              family.compile_options(spec, config)};
+    std::error_code ignored;
+    std::filesystem::remove(store.entry_path(jit::detail::binary_cache_key(request)), ignored);
+  }
+}
+
+}  // namespace
+
+// --- parse_attention_shape ---------------------------------------------------------
+
+TEST(ParseAttentionShape, Fields) {
+  const AttentionShape s = jit::parse_attention_shape("1,16,1024,64,fp16,0");
+  EXPECT_EQ(s.batch, 1);
+  EXPECT_EQ(s.heads, 16);
+  EXPECT_EQ(s.seq, 1024);
+  EXPECT_EQ(s.head_dim, 64);
+  EXPECT_EQ(s.dtype, DType::f16);
+  EXPECT_FALSE(s.causal);
+}
+
+TEST(ParseAttentionShape, Bf16AndCausal) {
+  const AttentionShape s = jit::parse_attention_shape("4,32,2048,128,bf16,1");
+  EXPECT_EQ(s.batch, 4);
+  EXPECT_EQ(s.heads, 32);
+  EXPECT_EQ(s.seq, 2048);
+  EXPECT_EQ(s.head_dim, 128);
+  EXPECT_EQ(s.dtype, DType::bf16);
+  EXPECT_TRUE(s.causal);
+  EXPECT_EQ(jit::parse_attention_shape("1,1,1,64,f16,1").dtype, DType::f16);  // the other documented spelling
+}
+
+TEST(ParseAttentionShape, RejectsBadInput) {
+  for (const char* text : {
+           "1,16,1024,64,fp16",          // 5 fields
+           "1,16,1024,64,fp16,0,7",      // 7 fields
+           "",                           // none
+           "1;16;1024;64;fp16;0",        // wrong separator
+           "one,16,1024,64,fp16,0",      // non-integer
+           "1,16,,64,fp16,0",            // empty size
+           "1,16,1024,x64,fp16,0",       // non-integer
+           "0,16,1024,64,fp16,0",        // zero batch
+           "1,0,1024,64,fp16,0",         // zero heads
+           "1,16,0,64,fp16,0",           // zero seq
+           "1,16,1024,0,fp16,0",         // zero head dim
+           "1,16,-1024,64,fp16,0",       // negative
+           "1,16,1024,64,fp8,0",         // dtype
+           "1,16,1024,64,,0",            // empty dtype
+           "1,16,1024,64,fp16,2",        // causal
+           "1,16,1024,64,fp16,true",     // causal
+           "1,16,1024,64,fp16,",         // empty causal
+       }) {
+    SCOPED_TRACE(text);
+    const std::string message =
+        expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_shape(text); });
+    EXPECT_FALSE(message.empty());
+  }
+}
+
+TEST(ParseAttentionShape, MessagesSayWhatIsWrong) {
+  EXPECT_NE(expect_error(jit::ErrorCode::InvalidArgument, [] { jit::parse_attention_shape("1,16,1024,64,fp8,0"); })
+                .find("fp8"),
+            std::string::npos);
+  EXPECT_NE(expect_error(jit::ErrorCode::InvalidArgument, [] { jit::parse_attention_shape("1,16,1024,64,fp16,2"); })
+                .find("causal"),
+            std::string::npos);
+  EXPECT_NE(expect_error(jit::ErrorCode::InvalidArgument, [] { jit::parse_attention_shape("1,16,1024"); })
+                .find("B,H,S,D,dtype,causal"),
+            std::string::npos);
+}
+
+// Sizes must be whole integers and the field count exact: no prefix parsing.
+TEST(ParseAttentionShape, RejectsTrailingGarbageInSizes) {
+  for (const char* text : {"1,16,1024,64.5,fp16,0", "1,16,1024x,64,fp16,0", "1e3,16,1024,64,fp16,0",
+                           "1,16,1024,64,fp16,0,"}) {
+    SCOPED_TRACE(text);
+    expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_shape(text); });
+  }
+}
+
+// --- parse_attention_manifest ---------------------------------------------------------
+
+TEST(ParseAttentionManifest, TwoShapes) {
+  const auto shapes = jit::parse_attention_manifest(R"({"shapes": [
+      {"batch": 2, "heads": 8, "seq": 4096, "head_dim": 128, "dtype": "bf16", "causal": true},
+      {"seq": 512, "head_dim": 64}
+  ]})");
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_EQ(shapes[0].batch, 2);
+  EXPECT_EQ(shapes[0].heads, 8);
+  EXPECT_EQ(shapes[0].seq, 4096);
+  EXPECT_EQ(shapes[0].head_dim, 128);
+  EXPECT_EQ(shapes[0].dtype, DType::bf16);
+  EXPECT_TRUE(shapes[0].causal);
+  // Documented defaults for what the second one leaves out.
+  EXPECT_EQ(shapes[1].batch, 1);
+  EXPECT_EQ(shapes[1].heads, 16);
+  EXPECT_EQ(shapes[1].seq, 512);
+  EXPECT_EQ(shapes[1].head_dim, 64);
+  EXPECT_EQ(shapes[1].dtype, DType::f16);
+  EXPECT_FALSE(shapes[1].causal);
+}
+
+TEST(ParseAttentionManifest, EmptyShapeList) {
+  EXPECT_TRUE(jit::parse_attention_manifest(R"({"shapes": []})").empty());
+}
+
+TEST(ParseAttentionManifest, RejectsMalformedJson) {
+  for (const char* text : {"", "{", R"({"shapes": [{"seq": 512, "head_dim": 64}])", "not json", "[1, 2]",
+                           R"({"shape": []})", R"({"shapes": {}})"}) {
+    SCOPED_TRACE(text);
+    expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(text); });
+  }
+}
+
+TEST(ParseAttentionManifest, RejectsMissingOrBadFields) {
+  for (const char* text : {
+           R"({"shapes": [{"head_dim": 64}]})",                             // no seq
+           R"({"shapes": [{"seq": 512}]})",                                 // no head_dim
+           R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 512}]})",   // the second lacks head_dim
+           R"({"shapes": [{"seq": "512", "head_dim": 64}]})",               // seq is a string
+           R"({"shapes": [{"seq": 512, "head_dim": 64, "dtype": "fp8"}]})", // dtype
+           R"({"shapes": [{"seq": 0, "head_dim": 64}]})",                   // zero size
+           R"({"shapes": [{"seq": 512, "head_dim": 64, "batch": -1}]})",    // negative size
+           R"({"shapes": [42]})",                                           // not an object
+       }) {
+    SCOPED_TRACE(text);
+    expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(text); });
+  }
+}
+
+// --- all_attention_specializations ----------------------------------------------------
+
+TEST(AllAttentionSpecializations, CoversDtypesHeadDimsAndCausal) {
+  std::set<std::tuple<DType, std::int64_t, bool>> seen;
+  for (const AttentionShape& s : jit::all_attention_specializations()) {
+    EXPECT_GT(s.batch, 0);
+    EXPECT_GT(s.heads, 0);
+    EXPECT_GT(s.seq, 0);
+    seen.insert({s.dtype, s.head_dim, s.causal});
+  }
+  for (DType dtype : {DType::f16, DType::bf16})
+    for (std::int64_t d : {64, 128})
+      for (bool causal : {false, true}) {
+        EXPECT_TRUE(seen.count({dtype, d, causal}))
+            << jit::to_string(dtype) << " d" << d << (causal ? " causal" : "");
+      }
+}
+
+// --- warm_up_attention (NVRTC, no GPU) -------------------------------------------------
+
+TEST(WarmUpAttention, SecondIdenticalWarmUpCompilesNothing) {
+  if (jit::cache_directory().empty()) GTEST_SKIP() << "the disk cache is off (CUJIT_DISK_CACHE=0)";
+  AttentionShape shape;
+  shape.head_dim = 64;
+  shape.dtype = DType::f16;
+  shape.causal = false;
+  forget_cached_variants({{"dtype", "f16"}, {"d", 64}, {"causal", false}}, "sm_89");
+
+  std::size_t progress_calls = 0, last_total = 0;
+  const jit::WarmupSummary first =
+      jit::warm_up_attention({"sm_89"}, {shape}, 2, [&](const jit::CompileReport& report, std::size_t done,
+                                                        std::size_t total) {
+        ++progress_calls;
+        EXPECT_EQ(done, progress_calls);  // called under the summary's lock, in order
+        EXPECT_EQ(report.arch, "sm_89");
+        last_total = total;
+      });
+  for (const std::string& error : first.errors) ADD_FAILURE() << error;
+  EXPECT_GT(first.compiled, 0);
+  EXPECT_EQ(first.cached, 0);
+  EXPECT_EQ(first.failed, 0);
+  EXPECT_EQ(first.tuned, 0);
+  EXPECT_EQ(progress_calls, std::size_t(first.compiled));
+  EXPECT_EQ(last_total, std::size_t(first.compiled));
+
+  const jit::Stats before = jit::stats();
+  const jit::WarmupSummary second = jit::warm_up_attention({"sm_89"}, {shape}, 2);
+  EXPECT_EQ(second.compiled, 0);
+  EXPECT_EQ(second.cached, first.compiled);
+  EXPECT_EQ(second.failed, 0);
+  EXPECT_EQ(jit::stats().nvrtc_compiles, before.nvrtc_compiles);
+
+  // The same shape listed twice (or with other sizes) adds no variants.
+  AttentionShape bigger = shape;
+  bigger.seq = 8192;
+  bigger.batch = 4;
+  const jit::WarmupSummary third = jit::warm_up_attention({"sm_89"}, {shape, bigger, shape}, 2);
+  EXPECT_EQ(third.compiled, 0);
+  EXPECT_EQ(third.cached, first.compiled);
+}
+
+TEST(WarmUpAttention, UnsupportedHeadDimThrows) {
+  AttentionShape shape;
+  shape.head_dim = 96;
+  const std::string message =
+      expect_error(jit::ErrorCode::Unsupported, [&] { jit::warm_up_attention({"sm_89"}, {shape}, 2); });
+  EXPECT_NE(message.find("96"), std::string::npos) << message;
+}
+
+TEST(WarmUpAttention, UnknownArchThrows) {
+  expect_error(jit::ErrorCode::InvalidArgument, [] { jit::warm_up_attention({"sm_75"}, {AttentionShape{}}, 2); });
+}
