@@ -106,10 +106,15 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
 
 DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
                        const AttentionOptions& options) {
+  // Validate against a placeholder output first: bad arguments must fail
+  // before anything is allocated (and without a GPU, as InvalidArgument).
+  TensorView placeholder = TensorView::bhsd(nullptr, q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
+  if (q.numel() > 0) placeholder.data = reinterpret_cast<void*>(std::uintptr_t(16));  // never dereferenced
+  const detail::AttnProblem problem = detail::validate_attention(q, k, v, placeholder, options);
   DeviceTensor out;
-  out.buffer = DeviceBuffer(std::size_t(std::max<std::int64_t>(q.numel(), 0)) * element_size(q.dtype));
+  out.buffer = DeviceBuffer(std::size_t(q.numel()) * element_size(q.dtype));
   out.view = TensorView::bhsd(out.buffer.data(), q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
-  attention(q, k, v, out.view, options);
+  if (!problem.empty()) attention(q, k, v, out.view, options);
   return out;
 }
 

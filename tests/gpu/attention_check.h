@@ -15,8 +15,10 @@ namespace cujit_test {
 
 /// Relative L2 error allowed in O, for fp16 and bf16 alike.
 constexpr double kRelL2Tolerance = 1e-2;
-/// LSE: |got - ref| <= kLseTolerance * max(1, |ref|).
-constexpr double kLseTolerance = 1e-2;
+/// LSE: |got - ref| <= kLseTolerance * max(1, |ref|). The LSE is computed in
+/// fp32 from exact products of the inputs, so it is far more accurate than O
+/// (errors of about 2e-5 were seen on an H100).
+constexpr double kLseTolerance = 1e-3;
 
 enum class Mask { none, top_left, bottom_right };
 
