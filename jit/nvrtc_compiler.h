@@ -9,6 +9,9 @@
 
 namespace jit::detail {
 
+// From ptxas -v. registers stays -1 when the log has no report: where a
+// driver is installed, NVRTC may serve a repeated compile from the CUDA
+// compute cache without running ptxas (CUDA_CACHE_DISABLE=1 prevents that).
 struct ResourceUsage {
   int registers = -1;
   int spill_store_bytes = 0;

@@ -59,34 +59,49 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   }
   const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
 
-  auto load_kv = [&](int block) {
-    const int stage = block % STAGES;
+  // K and V of a block travel in separate cp.async groups so that Q K^T can
+  // start as soon as K lands. Group order: Q, K0, V0, ..., K(S-2), V(S-2),
+  // K(S-1), then per iteration j: V(j+S-1), K(j+S). K runs S blocks ahead,
+  // V S-1 blocks ahead; every group is committed even when empty, so the
+  // wait counts below are constants.
+  auto load_tile = [&](u32 ring, const char* head, i64 row_stride, int block) {
+    if (block >= n_blocks) return;
     const int keys = min(BN, p.seq_k - block * BN);
-    const i64 first = i64(block) * BN;
-    KVTile::template load_async<kThreads>(sK + stage * KVTile::kBytes, k_head + first * p.k_stride[2] * 2,
-                                          p.k_stride[2], keys, tid);
-    KVTile::template load_async<kThreads>(sV + stage * KVTile::kBytes, v_head + first * p.v_stride[2] * 2,
-                                          p.v_stride[2], keys, tid);
+    KVTile::template load_async<kThreads>(ring + (block % STAGES) * KVTile::kBytes,
+                                          head + i64(block) * BN * row_stride * 2, row_stride, keys, tid);
   };
+  auto load_k = [&](int block) { load_tile(sK, k_head, p.k_stride[2], block); };
+  auto load_v = [&](int block) { load_tile(sV, v_head, p.v_stride[2], block); };
 
   QTile::template load_async<kThreads>(sQ, q_tile, p.q_stride[2], rows_valid, tid);
   cp_async_commit_group();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_blocks) load_kv(s);
+    load_k(s);
+    cp_async_commit_group();
+    load_v(s);
     cp_async_commit_group();
   }
-  cp_async_wait_group<STAGES - 1>();  // the Q group
+  load_k(STAGES - 1);
+  cp_async_commit_group();
+  cp_async_wait_group<2 * STAGES - 1>();  // the Q group
   __syncthreads();
 
   const int warp_row0 = warp * kWarpRows;
-  u32 q_frag[MT][KT][4];  // (16, 16) A fragments of this warp's Q rows
+  // (16, 16) A fragment of this warp's Q rows: m-tile mt, k-step kt.
+  auto q_frag_addr = [&](int mt, int kt) {
+    return sQ + QTile::offset(warp_row0 + mt * 16 + lane % 16, kt * 16 + (lane / 16) * 8);
+  };
+  // With one m-tile per warp, Q lives in registers for the whole loop; with
+  // two, its fragments are re-read from shared memory each block, which frees
+  // the registers that let each K/V fragment feed two m-tiles.
+  constexpr bool kQInRegisters = MT == 1;
+  u32 q_frag[kQInRegisters ? MT : 1][kQInRegisters ? KT : 1][4];
+  if constexpr (kQInRegisters) {
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
+    for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-      ldmatrix_x4(q_frag[mt][kt], sQ + QTile::offset(warp_row0 + mt * 16 + lane % 16, kt * 16 + (lane / 16) * 8));
-    }
+      for (int kt = 0; kt < KT; ++kt) ldmatrix_x4(q_frag[mt][kt], q_frag_addr(mt, kt));
   }
 
   float o[MT][DT][4];  // (16*MT, D) accumulator
@@ -99,10 +114,10 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   OnlineSoftmax<MT, NT, DT> softmax(p.scale_log2);
 
   for (int block = 0; block < n_blocks; ++block) {
-    if (block + STAGES - 1 < n_blocks) load_kv(block + STAGES - 1);
+    cp_async_wait_group<2 * STAGES - 2>();  // K(block) has landed
+    __syncthreads();                         // ...for every thread; and V(block-1) is consumed
+    load_v(block + STAGES - 1);
     cp_async_commit_group();
-    cp_async_wait_group<STAGES - 1>();  // this block's K and V have landed
-    __syncthreads();
     const u32 k_stage = sK + (block % STAGES) * KVTile::kBytes;
     const u32 v_stage = sV + (block % STAGES) * KVTile::kBytes;
 
@@ -115,6 +130,16 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
         for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
+      u32 a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (kQInRegisters) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[mt][kt][i];
+        } else {
+          ldmatrix_x4(a[mt], q_frag_addr(mt, kt));
+        }
+      }
 #pragma unroll
       for (int np = 0; np < NT / 2; ++np) {
         // Matrices: keys (np*16 + 0..7 | 8..15) x dims (kt*16 + 0..7 | 8..15).
@@ -123,8 +148,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
         ldmatrix_x4(b, k_stage + KVTile::offset(np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt) {
-          mma_m16n8k16<T>(s[mt][2 * np], q_frag[mt][kt], b[0], b[1]);
-          mma_m16n8k16<T>(s[mt][2 * np + 1], q_frag[mt][kt], b[2], b[3]);
+          mma_m16n8k16<T>(s[mt][2 * np], a[mt], b[0], b[1]);
+          mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], b[2], b[3]);
         }
       }
     }
@@ -132,6 +157,10 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
       apply_mask<MT, NT, CAUSAL>(s, m0 + warp_row0, block * BN, p.seq_k, p.causal_offset, lane);
     }
     softmax.update(s, o);
+    cp_async_wait_group<2 * STAGES - 2>();  // V(block) has landed
+    __syncthreads();                         // ...for every thread; and K(block) is consumed
+    load_k(block + STAGES);
+    cp_async_commit_group();
 
 #pragma unroll
     for (int pk = 0; pk < PT; ++pk) {
@@ -156,7 +185,6 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
         }
       }
     }
-    __syncthreads();  // the stage is refilled next iteration
   }
   cp_async_wait_group<0>();
 
