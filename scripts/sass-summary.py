@@ -30,7 +30,14 @@ def main():
             t.write(cubin)
             t.flush()
             sass = subprocess.run(["cuobjdump", "-sass", t.name], capture_output=True, text=True).stdout
-        ops = [line.split("*/")[-1].strip().split(" ")[0] for line in sass.splitlines() if "/*" in line and ";" in line]
+        ops = []
+        for line in sass.splitlines():  # "/*0080*/   @P0 HMMA.16816.F32 R24, R4, R36, R24 ;  /* 0x... */"
+            if not line.strip().startswith("/*") or ";" not in line:
+                continue
+            tokens = line.split("*/", 1)[1].split(";")[0].split()
+            tokens = [t for t in tokens if not t.startswith("@")]
+            if tokens:
+                ops.append(tokens[0])
         count = lambda prefix: sum(1 for op in ops if op.startswith(prefix))
         rows.append(f"{meta['variant']:55} regs {meta.get('registers', -1):4} HMMA {count('HMMA'):4} "
                     f"LDSM {count('LDSM'):4} LDGSTS {count('LDGSTS'):3} STG.128 {count('STG.E.128'):3} "

@@ -59,32 +59,28 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   }
   const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
 
-  // K and V of a block travel in separate cp.async groups so that Q K^T can
-  // start as soon as K lands. Group order: Q, K0, V0, ..., K(S-2), V(S-2),
-  // K(S-1), then per iteration j: V(j+S-1), K(j+S). K runs S blocks ahead,
-  // V S-1 blocks ahead; every group is committed even when empty, so the
-  // wait counts below are constants.
-  auto load_tile = [&](u32 ring, const char* head, i64 row_stride, int block) {
+  // One cp.async group per K/V block; STAGES-1 blocks are in flight ahead of
+  // the one being used. Every group is committed even when empty, so the wait
+  // counts below are constants.
+  auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
+    const int stage = block % STAGES;
     const int keys = min(BN, p.seq_k - block * BN);
-    KVTile::template load_async<kThreads>(ring + (block % STAGES) * KVTile::kBytes,
-                                          head + i64(block) * BN * row_stride * 2, row_stride, keys, tid);
+    const i64 first = i64(block) * BN;
+    KVTile::template load_async<kThreads>(sK + stage * KVTile::kBytes, k_head + first * p.k_stride[2] * 2,
+                                          p.k_stride[2], keys, tid);
+    KVTile::template load_async<kThreads>(sV + stage * KVTile::kBytes, v_head + first * p.v_stride[2] * 2,
+                                          p.v_stride[2], keys, tid);
   };
-  auto load_k = [&](int block) { load_tile(sK, k_head, p.k_stride[2], block); };
-  auto load_v = [&](int block) { load_tile(sV, v_head, p.v_stride[2], block); };
 
   QTile::template load_async<kThreads>(sQ, q_tile, p.q_stride[2], rows_valid, tid);
   cp_async_commit_group();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
-    load_k(s);
-    cp_async_commit_group();
-    load_v(s);
+    load_kv(s);
     cp_async_commit_group();
   }
-  load_k(STAGES - 1);
-  cp_async_commit_group();
-  cp_async_wait_group<2 * STAGES - 1>();  // the Q group
+  cp_async_wait_group<STAGES - 1>();  // the Q group
   __syncthreads();
 
   const int warp_row0 = warp * kWarpRows;
@@ -114,9 +110,12 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   OnlineSoftmax<MT, NT, DT> softmax(p.scale_log2);
 
   for (int block = 0; block < n_blocks; ++block) {
-    cp_async_wait_group<2 * STAGES - 2>();  // K(block) has landed
-    __syncthreads();                         // ...for every thread; and V(block-1) is consumed
-    load_v(block + STAGES - 1);
+    cp_async_wait_group<STAGES - 2>();  // K and V of this block have landed...
+    // ...for every thread, and every warp is done with block-1, whose stage
+    // the next load refills. This is the loop's only barrier: warps drift
+    // apart within an iteration, so one's softmax overlaps another's MMAs.
+    __syncthreads();
+    load_kv(block + STAGES - 1);
     cp_async_commit_group();
     const u32 k_stage = sK + (block % STAGES) * KVTile::kBytes;
     const u32 v_stage = sV + (block % STAGES) * KVTile::kBytes;
@@ -157,10 +156,6 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
       apply_mask<MT, NT, CAUSAL>(s, m0 + warp_row0, block * BN, p.seq_k, p.causal_offset, lane);
     }
     softmax.update(s, o);
-    cp_async_wait_group<2 * STAGES - 2>();  // V(block) has landed
-    __syncthreads();                         // ...for every thread; and K(block) is consumed
-    load_k(block + STAGES);
-    cp_async_commit_group();
 
 #pragma unroll
     for (int pk = 0; pk < PT; ++pk) {
