@@ -4,6 +4,7 @@
 
 #include "cache/cache_error.h"
 #include "cache/cubin_store.h"
+#include "cache/eviction.h"
 #include "cache/sha256.h"
 #include "jit/error.h"
 #include "jit/log.h"
@@ -43,6 +44,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
       out.from_cache = !out.lowered_name.empty();
       if (out.from_cache) {
         ++counters().disk_cache_hits;
+        cache::touch_entry(store.entry_path(key));  // the last use LRU eviction goes by
         log_debug("disk cache hit: {} for {}", out.variant, arch);
         return out;
       }
@@ -75,6 +77,21 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
       cache::CubinStore(*root).store(key, out.cubin, meta);
     } catch (const cache::CacheError& e) {
       throw Error(ErrorCode::Cache, e.what());
+    }
+    // Keep the cache under CUJIT_CACHE_MAX_BYTES (sparing this entry); a
+    // failure here never fails the call.
+    try {
+      cache::EvictionOptions evict;
+      evict.keep.push_back(cache::CubinStore(*root).entry_path(key));
+      const cache::EvictionReport r = cache::evict_lru(*root, knobs().cache_max_bytes, evict);
+      if (r.evicted || r.removed_temps > 0) {
+        log_info("cache eviction (bound {} bytes): removed {} least-recently-used cubins, {} tuning records, {} "
+                 "stale temp files ({} bytes); {} bytes left",
+                 knobs().cache_max_bytes, r.removed_cubins, r.removed_tuning, r.removed_temps, r.removed_bytes,
+                 r.bytes_after);
+      }
+    } catch (const std::exception& e) {
+      log_info("cache eviction skipped: {}", e.what());
     }
   }
   return out;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "cache/eviction.h"
 #include "jit/error.h"
 
 namespace jit::detail {
@@ -32,12 +33,32 @@ bool parse_bool_knob(const char* name, const char* value, bool fallback) {
   throw Error(ErrorCode::InvalidArgument, fmt::format("{}='{}' is not one of 0, 1", name, v));
 }
 
+std::uint64_t parse_cache_max_bytes(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty()) return cache::kDefaultCacheMaxBytes;
+  const std::optional<std::uint64_t> bytes = cache::parse_byte_size(v);
+  if (!bytes) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("CUJIT_CACHE_MAX_BYTES='{}' is not a size: give bytes, or a number with K, M, G or T "
+                            "(binary multiples), e.g. 512M or 4G",
+                            v));
+  }
+  if (*bytes == 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("CUJIT_CACHE_MAX_BYTES='{}' leaves no room for the cache; to keep nothing on disk set "
+                            "CUJIT_DISK_CACHE=0",
+                            v));
+  }
+  return *bytes;
+}
+
 const Knobs& knobs() {
   static const Knobs knobs = [] {
     Knobs k;
     k.log_level = parse_log_level(std::getenv("CUJIT_LOG"));
     k.autotune = parse_autotune_mode(std::getenv("CUJIT_AUTOTUNE"));
     k.disk_cache = parse_bool_knob("CUJIT_DISK_CACHE", std::getenv("CUJIT_DISK_CACHE"), true);
+    k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
     return k;
   }();
   return knobs;

@@ -3,7 +3,11 @@
 //   CUJIT_LOG         off (default) | info | debug: log lines on stderr
 //   CUJIT_AUTOTUNE    full (default) | off: tune on the first call per key, or use the default config
 //   CUJIT_DISK_CACHE  1 (default) | 0: keep compiled binaries and tuning records on disk
+//   CUJIT_CACHE_MAX_BYTES  size bound of the disk cache (cubin/ + tuning/): bytes, or with a
+//                     K/M/G/T suffix (binary: "512M", "4G"); default 4G. After each store over the
+//                     bound, least-recently-used cubins are removed until it is under 90% of it
 #pragma once
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -16,6 +20,7 @@ struct Knobs {
   LogLevel log_level = LogLevel::off;
   AutotuneMode autotune = AutotuneMode::full;
   bool disk_cache = true;
+  std::uint64_t cache_max_bytes = std::uint64_t{4} << 30;
 };
 
 // Read once, on first use. Throws Error(InvalidArgument) naming the knob for
@@ -26,5 +31,7 @@ const Knobs& knobs();
 LogLevel parse_log_level(const char* value);
 AutotuneMode parse_autotune_mode(const char* value);
 bool parse_bool_knob(const char* name, const char* value, bool fallback);
+// CUJIT_CACHE_MAX_BYTES: unset or empty is the 4 GiB default; 0 is refused.
+std::uint64_t parse_cache_max_bytes(const char* value);
 
 }  // namespace jit::detail

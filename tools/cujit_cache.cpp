@@ -1,0 +1,196 @@
+// cujit-cache: lists, summarizes, verifies, prunes, clears, exports and
+// imports the disk cache (--dir, else the directory cujit itself uses).
+//
+//   cujit-cache ls [--json]          every cubin entry: variant, arch, size, last use
+//   cujit-cache stats [--json]       entries, bytes, tuning records, by arch
+//   cujit-cache verify [--json]      check every entry; remove bad ones; exit 1 if any
+//   cujit-cache prune --max-bytes N  least-recently-used eviction down to 90% of N
+//   cujit-cache clear                remove every entry and tuning record
+//   cujit-cache export FILE          the whole cache in one archive
+//   cujit-cache import FILE          verify an archive, then publish its entries
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <ctime>
+#include <iostream>
+#include <string>
+
+#include "cache/archive.h"
+#include "cache/cache_dir.h"
+#include "cache/eviction.h"
+#include "cache/maintenance.h"
+#include "jit/cujit.h"
+#include "jit/knobs.h"
+
+namespace {
+
+std::string human_bytes(std::uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", bytes) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::string local_time(std::int64_t ns) {
+  const std::time_t t = static_cast<std::time_t>(ns / 1'000'000'000);
+  std::tm tm{};
+  if (::localtime_r(&t, &tm) == nullptr) return "?";
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
+}
+
+std::string resolve_dir(const std::string& dir) {
+  if (!dir.empty()) return dir;
+  const std::string d = jit::cache_directory();
+  if (d.empty()) {
+    throw jit::Error(jit::ErrorCode::InvalidArgument,
+                     "the disk cache is off (CUJIT_DISK_CACHE=0), so there is no cache directory; pass --dir DIR");
+  }
+  return d;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cujit-cache: inspect and manage the cujit disk cache (cubins and tuning records)"};
+  app.require_subcommand(1);
+  std::string dir;
+  app.add_option("--dir", dir, "cache directory (default: $CUJIT_CACHE_DIR, else $XDG_CACHE_HOME/cujit, else "
+                               "~/.cache/cujit)");
+
+  bool json = false;
+  CLI::App* ls = app.add_subcommand("ls", "list cubin entries, least recently used first: variant, arch, size, last use");
+  ls->add_flag("--json", json, "one JSON array");
+  CLI::App* stats = app.add_subcommand("stats", "entries, bytes and tuning records, in total and by arch");
+  stats->add_flag("--json", json, "one JSON object");
+  CLI::App* verify = app.add_subcommand("verify", "check every entry's checksum; remove bad ones (exit 1 if any)");
+  verify->add_flag("--json", json, "one JSON object");
+  std::string max_bytes_text;
+  CLI::App* prune = app.add_subcommand("prune", "remove least-recently-used cubins until under 90% of --max-bytes");
+  prune->add_option("--max-bytes", max_bytes_text, "bound: bytes, or with K, M, G, T (e.g. 512M, 4G)")->required();
+  CLI::App* clear = app.add_subcommand("clear", "remove every cubin entry and tuning record (asks nothing)");
+  std::string file;
+  CLI::App* exp = app.add_subcommand("export", "write every entry and tuning record to one archive FILE");
+  exp->add_option("FILE", file, "archive to write (e.g. cache.cujit)")->required();
+  CLI::App* imp = app.add_subcommand("import", "verify archive FILE, then add its entries to the cache");
+  imp->add_option("FILE", file, "archive to read")->required();
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const std::string root = resolve_dir(dir);
+
+    if (ls->parsed()) {
+      auto entries = jit::cache::list_cubins(root);
+      // Least recently used first: the order eviction removes them in.
+      std::stable_sort(entries.begin(), entries.end(),
+                       [](const auto& x, const auto& y) { return x.last_use_ns < y.last_use_ns; });
+      if (json) {
+        jit::Json out = jit::Json::array();
+        for (const auto& e : entries) out.push_back(jit::cache::to_json(e));
+        std::cout << out.dump() << "\n";
+        return 0;
+      }
+      for (const auto& e : entries) {
+        fmt::print("{:<60} {:<8} {:>10} {}  {}\n", e.valid ? e.variant : "(invalid entry)", e.arch,
+                   human_bytes(e.bytes), local_time(e.last_use_ns), e.key.substr(0, 12));
+      }
+      fmt::print("{} entries in {}\n", entries.size(), root);
+      return 0;
+    }
+
+    if (stats->parsed()) {
+      const jit::cache::CacheStats s = jit::cache::cache_stats(root);
+      if (json) {
+        jit::Json out = jit::cache::to_json(s);
+        out["dir"] = root;
+        out["max_bytes"] = jit::detail::knobs().cache_max_bytes;
+        std::cout << out.dump() << "\n";
+        return 0;
+      }
+      fmt::print("cache        {}\n", root);
+      fmt::print("cubins       {} ({}){}\n", s.cubins, human_bytes(s.cubin_bytes),
+                 s.invalid_cubins ? fmt::format(", {} invalid", s.invalid_cubins) : "");
+      fmt::print("tuning       {} records ({})\n", s.tuning_records, human_bytes(s.tuning_bytes));
+      fmt::print("total        {} of {} (CUJIT_CACHE_MAX_BYTES){}\n", human_bytes(s.total_bytes),
+                 human_bytes(jit::detail::knobs().cache_max_bytes),
+                 s.temp_files ? fmt::format(", {} temp files", s.temp_files) : "");
+      for (const auto& [arch, a] : s.by_arch) {
+        fmt::print("  {:<12} {} cubins ({}), {} tuning records\n", arch, a.cubins, human_bytes(a.cubin_bytes),
+                   a.tuning_records);
+      }
+      return 0;
+    }
+
+    if (verify->parsed()) {
+      const jit::cache::VerifyReport r = jit::cache::verify_cache(root, /*remove_bad=*/true);
+      if (json) {
+        std::cout << jit::cache::to_json(r).dump() << "\n";
+      } else {
+        for (const auto& b : r.bad) {
+          fmt::print("bad: {}: {}{}\n", b.relative, b.reason, b.removed ? " (removed)" : " (could not remove)");
+        }
+        fmt::print("verified {} cubins and {} tuning records in {}: {} bad\n", r.checked_cubins, r.checked_tuning,
+                   root, r.bad.size());
+      }
+      return r.bad.empty() ? 0 : 1;
+    }
+
+    if (prune->parsed()) {
+      const auto max_bytes = jit::cache::parse_byte_size(max_bytes_text);
+      if (!max_bytes) {
+        throw jit::Error(jit::ErrorCode::InvalidArgument,
+                         fmt::format("--max-bytes '{}' is not a size: give bytes, or a number with K, M, G or T "
+                                     "(e.g. 512M, 4G)",
+                                     max_bytes_text));
+      }
+      jit::cache::EvictionOptions options;
+      const jit::cache::EvictionReport r = jit::cache::evict_lru(root, *max_bytes, options);
+      if (r.lock_busy) {
+        fmt::print("another process is evicting from {} right now; nothing done\n", root);
+        return 0;
+      }
+      fmt::print("{}: {} -> {} (bound {}): removed {} cubins, {} tuning records, {} stale temp files\n", root,
+                 human_bytes(r.bytes_before), human_bytes(r.bytes_after), human_bytes(*max_bytes), r.removed_cubins,
+                 r.removed_tuning, r.removed_temps);
+      return 0;
+    }
+
+    if (clear->parsed()) {
+      const jit::cache::ClearReport r = jit::cache::clear_cache(root);
+      fmt::print("cleared {}: removed {} files ({}){}\n", root, r.removed_files, human_bytes(r.removed_bytes),
+                 r.kept_temp_files ? fmt::format("; kept {} temp files of running writers", r.kept_temp_files) : "");
+      return 0;
+    }
+
+    if (exp->parsed()) {
+      const jit::cache::ExportReport r = jit::cache::export_archive(root, file);
+      for (const auto& s : r.skipped) fmt::print(stderr, "skipped {}: {}\n", s.relative, s.reason);
+      fmt::print("exported {} cubins and {} tuning records ({}) from {} to {} ({})\n", r.cubins, r.tuning_records,
+                 human_bytes(r.bytes), root, file, human_bytes(r.archive_bytes));
+      return 0;
+    }
+
+    if (imp->parsed()) {
+      const jit::cache::ImportReport r = jit::cache::import_archive(file, root);
+      fmt::print("imported {} cubins and {} tuning records ({}) from {} into {}: {} written, {} already present\n",
+                 r.cubins, r.tuning_records, human_bytes(r.bytes), file, root, r.written, r.unchanged);
+      // The imported entries are the newest; keep the cache under its bound.
+      const auto e = jit::cache::evict_lru(root, jit::detail::knobs().cache_max_bytes);
+      if (e.evicted) {
+        fmt::print("over CUJIT_CACHE_MAX_BYTES ({}): removed {} least-recently-used cubins, {} tuning records\n",
+                   human_bytes(jit::detail::knobs().cache_max_bytes), e.removed_cubins, e.removed_tuning);
+      }
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "cujit-cache: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
