@@ -3,7 +3,11 @@
 prints cujit time / peer time per shape, with geometric means over the grid.
 A ratio below 1 means cujit is faster.
 
-Usage: compare.py CUJIT_CSV PEERS_CSV [--out RATIOS_CSV]
+With --warm, also the first-call times of a second process on the warm
+cache; with --default, how the untuned default config compares with the
+tuned one (time ratio, above 1: the default is slower).
+
+Usage: compare.py CUJIT_CSV PEERS_CSV [--warm CSV] [--default CSV] [--out RATIOS_CSV]
 """
 import csv
 import math
@@ -17,10 +21,13 @@ def key(row):
 
 def main():
     args = sys.argv[1:]
-    out_path = None
-    if "--out" in args:
-        out_path = args[args.index("--out") + 1]
-        args = args[: args.index("--out")]
+    options = {}
+    for flag in ("--out", "--warm", "--default"):
+        if flag in args:
+            i = args.index(flag)
+            options[flag] = args[i + 1]
+            del args[i:i + 2]
+    out_path = options.get("--out")
     cujit_csv, peers_csv = args[:2]
     ours = {key(r): r for r in csv.DictReader(open(cujit_csv))}
     peers = {}
@@ -55,6 +62,22 @@ def main():
         if all_logs:
             parts.append(f"all: {math.exp(sum(all_logs) / len(all_logs)):.3f}")
         print(f"  vs {i:7} " + ", ".join(parts))
+    if "--warm" in options or "--default" in options:
+        warm = {key(r): r for r in csv.DictReader(open(options["--warm"]))} if "--warm" in options else {}
+        default = {key(r): r for r in csv.DictReader(open(options["--default"]))} if "--default" in options else {}
+        print("first call (compile + tune, or load) in ms, and the untuned default config's time / tuned time:")
+        print(f"{'tag':10} {'S':>6} {'D':>4} {'c':>2} | {'cold ms':>8} {'warm ms':>8} | {'default/tuned':>13} | default variant")
+        worst = 0.0
+        for k, r in ours.items():
+            w = warm.get(k)
+            d = default.get(k)
+            ratio = float(d["us"]) / float(r["us"]) if d else float("nan")
+            if ratio == ratio and k[0] == "grid":
+                worst = max(worst, ratio)
+            print(f"{k[0]:10} {k[3]:6} {k[4]:4} {int(k[5]):2} | {float(r['first_call_ms']):8.0f} "
+                  f"{float(w['first_call_ms']) if w else float('nan'):8.1f} | {ratio:13.3f} | {d['variant'] if d else ''}")
+        if default:
+            print(f"worst default/tuned over the grid: {worst:.3f}")
     if out_path and rows:
         with open(out_path, "w") as fh:
             w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # On a GPU machine: runs cujit-bench and the peer benchmark in one command
-# and prints cujit / peer ratios on the PERFORMANCE.md grid.
+# and prints cujit / peer ratios on the PERFORMANCE.md grid, plus cujit's
+# cold-start figures (first call on an empty cache, then in a new process on
+# the warm cache) and how close the untuned default config comes to the tuned one.
 # Usage: bench/run_compare.sh [--quick] [OUTDIR]
 # PEERS (default ../shared/bench/peers.py, else .peers/peers.py) names peers.py.
 set -euo pipefail
@@ -15,6 +17,13 @@ done
 [[ -n $peers ]] || { echo "run_compare: peers.py not found; set PEERS" >&2; exit 1; }
 build=${CUJIT_BUILD_DIR:-build}
 [[ -x $build/tools/cujit-bench ]] || scripts/build
+export CUJIT_CACHE_DIR=$(mktemp -d /tmp/cujit-bench-cache-XXXXXX)
+# Cold: every first call compiles and tunes.
 "$build/tools/cujit-bench" $quick --csv "$out/cujit.csv" | tee "$out/cujit.txt"
+# Warm: a new process on the same cache compiles and tunes nothing.
+"$build/tools/cujit-bench" $quick --csv "$out/cujit-warm.csv" > "$out/cujit-warm.txt"
+# Untuned: the heuristic default config of each shape.
+CUJIT_AUTOTUNE=off "$build/tools/cujit-bench" $quick --csv "$out/cujit-default.csv" > "$out/cujit-default.txt"
 PYTHONUNBUFFERED=1 python3 "$peers" $quick --csv "$out/peers.csv" | tee "$out/peers.txt"
-python3 bench/compare.py "$out/cujit.csv" "$out/peers.csv" --out "$out/ratios.csv" | tee "$out/ratios.txt"
+python3 bench/compare.py "$out/cujit.csv" "$out/peers.csv" --warm "$out/cujit-warm.csv" \
+  --default "$out/cujit-default.csv" --out "$out/ratios.csv" | tee "$out/ratios.txt"

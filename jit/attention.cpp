@@ -87,6 +87,8 @@ Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& 
   }
   const Prepared p = prepare(problem, q, k, v, stream);
   const Launchable launchable{&get_kernel(*p.family, p.spec, p.config), p.family->geometry(problem, p.config)};
+  // A config chosen during graph capture was not tuned: do not pin it.
+  if (detail::stream_is_capturing(stream)) return launchable;
   std::lock_guard lock(mutex);
   if (shapes.size() >= kMaxShapes) shapes.clear();
   shapes.emplace(key, launchable);

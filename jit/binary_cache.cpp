@@ -1,7 +1,12 @@
 #include "jit/binary_cache.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <unistd.h>
+
 #include <chrono>
 
+#include "cache/atomic_file.h"
 #include "cache/cache_error.h"
 #include "cache/cubin_store.h"
 #include "cache/eviction.h"
@@ -23,7 +28,30 @@ std::string binary_cache_key(const CompileRequest& request) {
   return cache::sha256_hex(key.dump());
 }
 
-VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch) {
+namespace {
+
+// On an NVRTC failure: the entry source, every header, the options and the
+// log in <cache>/repro/<variant>-<arch>-<pid>/, so the failure can be replayed
+// outside the process. Returns the directory, or "" when it cannot be written.
+std::string write_repro_bundle(const CompileRequest& request, const std::string& variant, const std::string& log) {
+  const auto& root = cache_root();
+  if (!root) return "";
+  try {
+    const std::filesystem::path dir = *root / "repro" / fmt::format("{}-{}-{}", variant, request.arch, ::getpid());
+    for (const auto& [name, text] : request.sources->files) cache::write_file_atomic(dir / "src" / name, text);
+    cache::write_file_atomic(dir / "options.txt", fmt::format("{}\n", fmt::join(nvrtc_options(request), "\n")));
+    cache::write_file_atomic(dir / "name_expression.txt", request.name_expression + "\n");
+    cache::write_file_atomic(dir / "log.txt", log + "\n");
+    return dir.string();
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+}  // namespace
+
+VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch,
+                            CompilePolicy policy) {
   CompileRequest request{&family.sources(), family.name_expression(spec, config), arch,
                          family.compile_options(spec, config)};
   VariantBinary out;
@@ -50,9 +78,23 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
       }
     }
   }
+  if (policy == CompilePolicy::forbid) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("CUJIT_AUTOTUNE=frozen forbids compiling, and {} for {} is not in the cache{}: fill it "
+                            "first with cujit-warmup --arch {} (or unset CUJIT_AUTOTUNE)",
+                            out.variant, arch, root ? " at " + root->string() : " (disk cache off)", arch));
+  }
   log_info("compiling {} for {} with NVRTC", out.variant, arch);
   const auto start = std::chrono::steady_clock::now();
-  CompiledBinary compiled = nvrtc_compile(request);
+  CompiledBinary compiled;
+  try {
+    compiled = nvrtc_compile(request);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Compile) throw;
+    const std::string bundle = write_repro_bundle(request, out.variant, e.what());
+    if (bundle.empty()) throw;
+    throw Error(ErrorCode::Compile, fmt::format("{}\nrepro bundle (sources, options, log): {}", e.what(), bundle));
+  }
   out.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ++counters().nvrtc_compiles;
   out.cubin = std::move(compiled.cubin);

@@ -22,6 +22,11 @@ struct VariantBinary {
 // name expression, options, exact arch, NVRTC, cujit and entry format versions).
 std::string binary_cache_key(const CompileRequest& request);
 
-VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch);
+enum class CompilePolicy { allow, forbid };
+
+// With CompilePolicy::forbid (CUJIT_AUTOTUNE=frozen) a variant missing from
+// the disk cache is Error(Unsupported) naming cujit-warmup, never a compile.
+VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch,
+                            CompilePolicy policy = CompilePolicy::allow);
 
 }  // namespace jit::detail

@@ -5,3 +5,5 @@
 #include "jit/error.h"
 #include "jit/kernel_family.h"
 #include "jit/tensor.h"
+#include "jit/timing.h"
+#include "jit/warmup.h"

@@ -68,6 +68,12 @@ bool gpu_available() {
   return loaded.api.cuDeviceGetCount(&count) == CUDA_SUCCESS && count > 0;
 }
 
+bool stream_is_capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUJIT_CU_CHECK(driver().cuStreamIsCapturing(stream, &status));
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 void throw_driver_error(CUresult result, const char* call, const char* file, int line) {
   const char* name = nullptr;
   const char* text = nullptr;

@@ -41,6 +41,13 @@ namespace jit::detail {
   X(cuStreamCreate)               \
   X(cuStreamDestroy)              \
   X(cuStreamSynchronize)          \
+  X(cuStreamIsCapturing)          \
+  X(cuStreamBeginCapture)         \
+  X(cuStreamEndCapture)           \
+  X(cuGraphInstantiate)           \
+  X(cuGraphLaunch)                \
+  X(cuGraphExecDestroy)           \
+  X(cuGraphDestroy)               \
   X(cuEventCreate)                \
   X(cuEventDestroy)               \
   X(cuEventRecord)                \
@@ -58,6 +65,10 @@ struct DriverApi {
 const DriverApi& driver();
 // True when a driver is loadable and at least one GPU is visible; never throws.
 bool gpu_available();
+
+// True while `stream` is being captured into a CUDA graph: nothing may be
+// timed or synchronized on it then.
+bool stream_is_capturing(CUstream stream);
 
 [[noreturn]] void throw_driver_error(CUresult result, const char* call, const char* file, int line);
 

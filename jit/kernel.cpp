@@ -7,6 +7,7 @@
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/knobs.h"
 #include "jit/loaded_kernel.h"
 #include "jit/log.h"
 #include "jit/runtime_state.h"
@@ -88,7 +89,9 @@ const Kernel& get_kernel(const KernelFamily& family, const Json& spec, const Jso
     if (it != table->end()) return *it->second;
   }
   // Compile outside the lock so other variants can proceed.
-  const detail::VariantBinary binary = detail::obtain_binary(family, spec, config, device.target.arch);
+  const auto policy = detail::knobs().autotune == detail::AutotuneMode::frozen ? detail::CompilePolicy::forbid
+                                                                               : detail::CompilePolicy::allow;
+  const detail::VariantBinary binary = detail::obtain_binary(family, spec, config, device.target.arch, policy);
   auto kernel = detail::load_kernel(binary);
   std::lock_guard lock(mutex);
   auto& slot = (*table)[{device.context, key}];

@@ -21,8 +21,11 @@ LogLevel parse_log_level(const char* value) {
 AutotuneMode parse_autotune_mode(const char* value) {
   const std::string_view v = value ? value : "";
   if (v.empty() || v == "full") return AutotuneMode::full;
+  if (v == "fast") return AutotuneMode::fast;
   if (v == "off") return AutotuneMode::off;
-  throw Error(ErrorCode::InvalidArgument, fmt::format("CUJIT_AUTOTUNE='{}' is not one of full, off", v));
+  if (v == "frozen") return AutotuneMode::frozen;
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("CUJIT_AUTOTUNE='{}' is not one of full, fast, off, frozen", v));
 }
 
 bool parse_bool_knob(const char* name, const char* value, bool fallback) {

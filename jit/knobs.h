@@ -1,7 +1,11 @@
 // Every CUJIT_* environment knob, read in one place.
 //   CUJIT_CACHE_DIR   cache root (else $XDG_CACHE_HOME/cujit, else ~/.cache/cujit)
 //   CUJIT_LOG         off (default) | info | debug: log lines on stderr
-//   CUJIT_AUTOTUNE    full (default) | off: tune on the first call per key, or use the default config
+//   CUJIT_AUTOTUNE    full (default): tune every unpruned config on the first call per key
+//                     fast: time only a shortlist (the default config and the next ones in space order)
+//                     off: use the heuristic default config, compiling it if needed
+//                     frozen: never benchmark, never compile: the tuning DB's winner or the default,
+//                             from the disk cache only (a missing binary is an error naming cujit-warmup)
 //   CUJIT_DISK_CACHE  1 (default) | 0: keep compiled binaries and tuning records on disk
 //   CUJIT_CACHE_MAX_BYTES  size bound of the disk cache (cubin/ + tuning/): bytes, or with a
 //                     K/M/G/T suffix (binary: "512M", "4G"); default 4G. After each store over the
@@ -14,7 +18,7 @@
 namespace jit::detail {
 
 enum class LogLevel { off = 0, info = 1, debug = 2 };
-enum class AutotuneMode { full, off };
+enum class AutotuneMode { full, fast, off, frozen };
 
 struct Knobs {
   LogLevel log_level = LogLevel::off;

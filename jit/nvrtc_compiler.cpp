@@ -1,6 +1,7 @@
 #include "jit/nvrtc_compiler.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nvrtc.h>
 
 #include <regex>

@@ -1,6 +1,7 @@
 #include "jit/warmup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <chrono>

@@ -3,7 +3,9 @@
 // is among them, also tunes each shape.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <chrono>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -49,10 +51,13 @@ int main(int argc, char** argv) {
       std::cerr << "cujit-warmup: nothing to do: give --shape, --manifest or --all\n";
       return 2;
     }
+    const auto start = std::chrono::steady_clock::now();
     const auto progress = [&](const jit::CompileReport& r, std::size_t done, std::size_t total) {
       if (json) return;
-      fmt::print(stderr, "\r[{}/{}] {} {} {}", done, total, r.arch, r.variant, r.from_cache ? "(cached)" : "");
-      fmt::print(stderr, "\033[K");
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double eta = elapsed / double(done) * double(total - done);
+      fmt::print(stderr, "\r[{}/{}] ETA {:.0f} s  {} {} {}\033[K", done, total, eta, r.arch, r.variant,
+                 r.from_cache ? "(cached)" : "");
       if (done == total) fmt::print(stderr, "\n");
     };
     jit::WarmupSummary summary = jit::warm_up_attention(archs, shapes, threads, progress);

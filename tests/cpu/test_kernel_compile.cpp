@@ -42,6 +42,8 @@ std::vector<CompileCase> all_cases() {
   return cases;
 }
 
+void PrintTo(const CompileCase& c, std::ostream* os) { *os << c.name; }
+
 class KernelCompile : public testing::TestWithParam<CompileCase> {};
 
 TEST_P(KernelCompile, CompilesWithoutSpills) {
