@@ -79,7 +79,9 @@ class PortableAttentionFamily final : public AttentionFamily {
 
   Json default_config(const Json& spec_json, const Target& target) const override {
     const PortableSpec s = spec_from(spec_json);
-    PortableConfig c = s.d <= 64 ? PortableConfig{128, 64, 3, 8} : PortableConfig{128, 64, 2, 8};
+    // The tuned winners on the H100 grid: two m-tiles per warp at D=64, one
+    // at D=128 (cujit-bench with CUJIT_AUTOTUNE=off vs full, docs/perf-log.md).
+    PortableConfig c = s.d <= 64 ? PortableConfig{128, 64, 2, 4} : PortableConfig{128, 64, 2, 8};
     if (smem_bytes(s, c) > target.max_smem_per_block) c = PortableConfig{64, 32, 2, 4};
     return c;
   }
