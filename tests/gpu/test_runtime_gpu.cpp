@@ -3,6 +3,8 @@
 // device. Runs with autotuning on (the default) and a fresh cache directory.
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "attention_check.h"
 #include "gpu_test_support.h"
 #include "jit/cujit.h"
@@ -91,6 +93,39 @@ TEST(GraphCapture, WarmedUpCallIsCapturableInGlobalMode) {
   capture_replay_and_check(c, CU_STREAM_CAPTURE_MODE_GLOBAL, rng);
   EXPECT_EQ(jit::stats().tuning_runs, before.tuning_runs);
   EXPECT_EQ(jit::stats().nvrtc_compiles, before.nvrtc_compiles);
+}
+
+TEST(Threads, ManyThreadsOnANewKeyTuneItOnce) {
+  CUJIT_REQUIRE_GPU();
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  AttnCase c = graph_case(555);  // a shape class no other test uses
+  AttnInputs in = make_inputs(c, rng);
+  constexpr int kThreads = 8;
+  std::vector<TestTensor> outs;
+  for (int t = 0; t < kThreads; ++t) outs.push_back(make_tensor(c.out_layout, c.dtype, {c.batch, c.heads_q, c.seq_q, c.head_dim}));
+  const jit::Stats before = jit::stats();
+  std::vector<std::string> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        jit::attention(in.dq.view, in.dk.view, in.dv.view, outs[t].view, options_for(c, nullptr));
+        synchronize();
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(errors[t], "") << "thread " << t;
+  EXPECT_EQ(jit::stats().tuning_runs, before.tuning_runs + 1) << "threads tuned the same key more than once";
+  const ReferenceProblem p = reference_problem(c);
+  const ReferenceResult ref = reference_attention(p, in.q, in.k, in.v);
+  for (int t = 0; t < kThreads; ++t) {
+    SCOPED_TRACE("thread " + std::to_string(t));
+    expect_output_matches(gather_logical(download_storage(outs[t]), outs[t].view), ref, p);
+  }
 }
 
 TEST(MultiGpu, EveryVisibleDeviceComputesCorrectly) {
