@@ -15,4 +15,8 @@ struct PrunedSpace {
 
 PrunedSpace prune_space(const KernelFamily& family, const Json& spec, const Target& target);
 
+// What CUJIT_AUTOTUNE=fast times: `first` (the default config), then the
+// kept configs in space order, `k` in all, without repeats.
+std::vector<Json> shortlist(const Json& first, const std::vector<Json>& kept, std::size_t k);
+
 }  // namespace jit::autotune

@@ -38,12 +38,7 @@ bool contains(const std::vector<Json>& configs, const Json& config) {
 std::vector<Json> candidates_for(detail::AutotuneMode mode, const KernelFamily& family, const Json& spec,
                                  const detail::DeviceInfo& device, const std::vector<Json>& kept) {
   if (mode != detail::AutotuneMode::fast) return kept;
-  std::vector<Json> shortlist = {family.default_config(spec, device.target)};
-  for (const Json& config : kept) {
-    if (shortlist.size() >= kFastShortlist) break;
-    if (!contains(shortlist, config)) shortlist.push_back(config);
-  }
-  return shortlist;
+  return autotune::shortlist(family.default_config(spec, device.target), kept, kFastShortlist);
 }
 
 Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, const detail::DeviceInfo& device,

@@ -378,3 +378,19 @@ TEST(PruneSpace, DefaultConfigKeptOnEveryKnownArch) {
     }
   }
 }
+
+namespace {
+
+TEST(Shortlist, DefaultFirstThenSpaceOrderWithoutRepeats) {
+  const std::vector<nlohmann::json> kept = {{{"c", 1}}, {{"c", 2}}, {{"c", 3}}, {{"c", 4}}, {{"c", 5}}};
+  const auto list = jit::autotune::shortlist({{"c", 3}}, kept, 4);
+  ASSERT_EQ(list.size(), 4u);
+  EXPECT_EQ(list[0], (nlohmann::json{{"c", 3}}));
+  EXPECT_EQ(list[1], (nlohmann::json{{"c", 1}}));
+  EXPECT_EQ(list[2], (nlohmann::json{{"c", 2}}));
+  EXPECT_EQ(list[3], (nlohmann::json{{"c", 4}}));
+  EXPECT_EQ(jit::autotune::shortlist({{"c", 9}}, kept, 1).size(), 1u);
+  EXPECT_EQ(jit::autotune::shortlist({{"c", 1}}, {{{"c", 1}}}, 4).size(), 1u);
+}
+
+}  // namespace
