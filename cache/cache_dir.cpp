@@ -81,7 +81,7 @@ void ensure_private_dir(const std::filesystem::path& dir) {
         d, detail::errno_text(err)));
   }
   if (S_ISLNK(st.st_mode)) {
-    throw CacheError(fmt::format(
+    throw UntrustedCacheDir(fmt::format(
         "cache directory {} is a symbolic link, which is not trusted (the cache holds code "
         "that runs in this process); replace it with a real directory (`rm {} && mkdir -m "
         "700 {}`) or set CUJIT_CACHE_DIR to a directory you own",
@@ -95,7 +95,7 @@ void ensure_private_dir(const std::filesystem::path& dir) {
   }
   const uid_t me = ::geteuid();
   if (st.st_uid != me) {
-    throw CacheError(fmt::format(
+    throw UntrustedCacheDir(fmt::format(
         "cache directory {} is owned by uid {}, not by you (uid {}); the cache holds code "
         "that runs in this process, so it must be yours: `chown {} {} && chmod 700 {}`, or "
         "set CUJIT_CACHE_DIR to a directory you own",
@@ -103,7 +103,7 @@ void ensure_private_dir(const std::filesystem::path& dir) {
         static_cast<unsigned long>(me), d, d));
   }
   if ((st.st_mode & 022) != 0) {
-    throw CacheError(fmt::format(
+    throw UntrustedCacheDir(fmt::format(
         "cache directory {} is writable by group or others (mode {:04o}); the cache holds "
         "code that runs in this process, so fix it with `chmod 700 {}` or set "
         "CUJIT_CACHE_DIR to a directory you own",

@@ -4,9 +4,14 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "cache/atomic_file.h"
+#include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/cubin_store.h"
 #include "cache/eviction.h"
@@ -48,6 +53,64 @@ std::string write_repro_bundle(const CompileRequest& request, const std::string&
   }
 }
 
+// A metadata field as a string or an int, or `fallback` when it is missing or
+// of another type (json::value would throw for the latter).
+std::string meta_string(const Json& meta, const char* field) {
+  const auto it = meta.find(field);
+  return it != meta.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+int meta_int(const Json& meta, const char* field, int fallback) {
+  const auto it = meta.find(field);
+  return it != meta.end() && it->is_number_integer() ? it->get<int>() : fallback;
+}
+
+// Why a decoded entry may not serve this request ("" when it may). The key
+// already covers arch and variant, so a mismatch means an entry written for
+// something else (copied, or re-keyed by hand): a miss, recompiled and replaced.
+std::string entry_mismatch(const Json& meta, const std::string& variant, const std::string& arch) {
+  const std::string entry_arch = meta_string(meta, "arch");
+  if (entry_arch != arch) return fmt::format("its arch is '{}', not {}", entry_arch, arch);
+  const std::string entry_variant = meta_string(meta, "variant");
+  if (entry_variant != variant) return fmt::format("its variant is '{}', not {}", entry_variant, variant);
+  if (meta_string(meta, "lowered_name").empty()) return "it has no lowered kernel name";
+  return "";
+}
+
+// Threads of this process that need the same key take turns: the first
+// compiles and stores, the others then find the entry on disk. So a process
+// compiles each key at most once while the disk cache works. (Processes do
+// not coordinate: two may compile one key at the same time, and the last
+// rename wins; both entries are the same binary.)
+std::shared_ptr<std::mutex> key_mutex(const std::string& key) {
+  static std::mutex mutex;
+  static auto* table = new std::unordered_map<std::string, std::weak_ptr<std::mutex>>();
+  std::lock_guard lock(mutex);
+  if (table->size() > 4096) std::erase_if(*table, [](const auto& slot) { return slot.second.expired(); });
+  std::weak_ptr<std::mutex>& slot = (*table)[key];
+  std::shared_ptr<std::mutex> held = slot.lock();
+  if (!held) {
+    held = std::make_shared<std::mutex>();
+    slot = held;
+  }
+  return held;
+}
+
+// A store that fails after the root was fine (disk full, I/O error,
+// permissions changed, a file where a directory should be) costs the next
+// process a compile, never this call: said once per process at info level,
+// then at debug level.
+void report_store_failure(const std::string& variant, const std::string& arch, const std::string& why) {
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    log_info("could not store {} for {} in the disk cache, using it from memory (later store failures are logged "
+             "at debug level): {}",
+             variant, arch, why);
+  } else {
+    log_debug("could not store {} for {} in the disk cache: {}", variant, arch, why);
+  }
+}
+
 }  // namespace
 
 VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch,
@@ -59,18 +122,22 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
   out.arch = arch;
   const auto& root = cache_root();
   const std::string key = binary_cache_key(request);
+  const std::shared_ptr<std::mutex> key_lock = key_mutex(key);
+  std::lock_guard key_guard(*key_lock);
   if (root) {
     const cache::CubinStore store(*root);
     if (auto entry = store.load(key)) {
       const Json& meta = entry->meta;
-      out.cubin = std::move(entry->payload);
-      out.lowered_name = meta.value("lowered_name", "");
-      out.usage.registers = meta.value("registers", -1);
-      out.usage.spill_store_bytes = meta.value("spill_store_bytes", 0);
-      out.usage.spill_load_bytes = meta.value("spill_load_bytes", 0);
-      out.usage.stack_bytes = meta.value("stack_bytes", 0);
-      out.from_cache = !out.lowered_name.empty();
-      if (out.from_cache) {
+      if (const std::string why = entry_mismatch(meta, out.variant, arch); !why.empty()) {
+        log_debug("disk cache entry {} is a miss for {} ({}): {}; recompiling", key, out.variant, arch, why);
+      } else {
+        out.cubin = std::move(entry->payload);
+        out.lowered_name = meta_string(meta, "lowered_name");
+        out.usage.registers = meta_int(meta, "registers", -1);
+        out.usage.spill_store_bytes = meta_int(meta, "spill_store_bytes", 0);
+        out.usage.spill_load_bytes = meta_int(meta, "spill_load_bytes", 0);
+        out.usage.stack_bytes = meta_int(meta, "stack_bytes", 0);
+        out.from_cache = true;
         ++counters().disk_cache_hits;
         cache::touch_entry(store.entry_path(key));  // the last use LRU eviction goes by
         log_debug("disk cache hit: {} for {}", out.variant, arch);
@@ -117,8 +184,11 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
     };
     try {
       cache::CubinStore(*root).store(key, out.cubin, meta);
+    } catch (const cache::UntrustedCacheDir& e) {
+      throw Error(ErrorCode::Cache, e.what());  // a security problem, not a full disk
     } catch (const cache::CacheError& e) {
-      throw Error(ErrorCode::Cache, e.what());
+      report_store_failure(out.variant, arch, e.what());
+      return out;
     }
     // Keep the cache under CUJIT_CACHE_MAX_BYTES (sparing this entry); a
     // failure here never fails the call.

@@ -49,8 +49,19 @@ Target current_target();
 /// Waits for all work on `stream` (cuStreamSynchronize).
 void synchronize(Stream stream);
 
-/// Where the disk cache lives; empty when CUJIT_DISK_CACHE=0.
+/// Where the disk cache lives; empty when there is no disk cache
+/// (CUJIT_DISK_CACHE=0, or a directory that could not be used).
 std::string cache_directory();
+
+/// What the cache is doing, in one line: "disk: <path>", "off
+/// (CUJIT_DISK_CACHE=0)", or "memory only: <reason>" when the cache directory
+/// could not be created or written (permissions, read-only or full file
+/// system): cujit then works without a disk cache, as with
+/// CUJIT_DISK_CACHE=0. A directory that may not be trusted (a symbolic link,
+/// owned by another user, writable by group or others) is never used:
+/// this, cache_directory() and every call that needs the cache throw
+/// Error(Cache) saying how to fix it.
+std::string cache_status();
 
 /// Kernel source files handed to NVRTC as named in-memory headers. `entry`
 /// names the translation unit; the others are what it #includes.

@@ -1,27 +1,63 @@
 #include "jit/runtime_state.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <system_error>
+
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "jit/error.h"
+#include "jit/kernel_family.h"
 #include "jit/knobs.h"
 #include "jit/log.h"
 
-namespace jit::detail {
+namespace jit {
+namespace detail {
+namespace {
 
-const std::optional<std::filesystem::path>& cache_root() {
-  static const std::optional<std::filesystem::path> root = []() -> std::optional<std::filesystem::path> {
-    if (!knobs().disk_cache) return std::nullopt;
-    try {
-      std::filesystem::path dir = cache::default_cache_dir();
-      cache::ensure_private_dir(dir);
-      log_info("cache directory: {}", dir.string());
-      return dir;
-    } catch (const cache::CacheError& e) {
-      throw Error(ErrorCode::Cache, e.what());
+CacheState resolve_cache_state() {
+  CacheState state;
+  if (!knobs().disk_cache) {
+    state.status = "off (CUJIT_DISK_CACHE=0)";
+    return state;
+  }
+  std::filesystem::path dir;
+  try {
+    dir = cache::default_cache_dir();
+    cache::ensure_private_dir(dir);
+    // Ours and private, but a read-only mount (EROFS) or a mode without the
+    // write bit would fail every store: better no disk cache at all.
+    if (::faccessat(AT_FDCWD, dir.c_str(), R_OK | W_OK | X_OK, AT_EACCESS) != 0) {
+      const int err = errno;
+      throw cache::CacheError(fmt::format("cache directory {} is not writable: {}; make it writable or set "
+                                          "CUJIT_CACHE_DIR to a directory you own",
+                                          dir.string(), std::generic_category().message(err)));
     }
-  }();
-  return root;
+  } catch (const cache::UntrustedCacheDir& e) {
+    // A security problem: refuse, never carry on without a word.
+    throw Error(ErrorCode::Cache, e.what());
+  } catch (const cache::CacheError& e) {
+    state.status = std::string("memory only: ") + e.what();
+    log_info("no disk cache, compiled kernels and tuning results are kept in memory only: {}", e.what());
+    return state;
+  }
+  state.status = "disk: " + dir.string();
+  state.root = std::move(dir);
+  log_info("cache directory: {}", state.root->string());
+  return state;
 }
+
+}  // namespace
+
+const CacheState& cache_state() {
+  // An exception (untrusted directory) leaves it unset: the next call checks again.
+  static const CacheState state = resolve_cache_state();
+  return state;
+}
+
+const std::optional<std::filesystem::path>& cache_root() { return cache_state().root; }
 
 Counters& counters() {
   static Counters counters;
@@ -30,4 +66,8 @@ Counters& counters() {
 
 const char* cujit_version() { return CUJIT_VERSION; }
 
-}  // namespace jit::detail
+}  // namespace detail
+
+std::string cache_status() { return detail::cache_state().status; }
+
+}  // namespace jit

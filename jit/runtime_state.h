@@ -3,12 +3,29 @@
 #include <atomic>
 #include <filesystem>
 #include <optional>
+#include <string>
 
 namespace jit::detail {
 
-// The cache root, created and checked once (0700, owned by this user).
-// nullopt when CUJIT_DISK_CACHE=0. Throws Error(Cache) with the fix when the
-// directory may not be trusted.
+// Where compiled binaries and tuning records go, decided once per process.
+struct CacheState {
+  // The cache root (created 0700, owned by this user, writable); nullopt when
+  // there is no disk cache.
+  std::optional<std::filesystem::path> root;
+  // What jit::cache_status() says: "disk: <path>", "off (CUJIT_DISK_CACHE=0)"
+  // or "memory only: <reason>".
+  std::string status;
+};
+
+// The cache state, resolved on first use. A root that cannot be created or
+// written (permissions, read-only or full file system, no HOME, ...) is not an
+// error: the process runs without a disk cache, as with CUJIT_DISK_CACHE=0,
+// and says why once through the logger (info). A directory that exists but
+// may not be trusted (a symbolic link, owned by another user, writable by
+// group or others) throws Error(Cache) with the fix, on every call.
+const CacheState& cache_state();
+
+// cache_state().root.
 const std::optional<std::filesystem::path>& cache_root();
 
 struct Counters {
