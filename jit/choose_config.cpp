@@ -10,6 +10,7 @@
 #include "autotune/prune.h"
 #include "autotune/tuner.h"
 #include "autotune/tuning_record.h"
+#include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/file_lock.h"
 #include "cache/sha256.h"
@@ -74,7 +75,15 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
     if (std::none_of(all.begin(), all.end(), [&](const auto& c) { return c.config == p.config; })) all.push_back(p);
   }
   if (const auto& root = detail::cache_root()) {
-    cache::TuningDb(*root).store(key, autotune::make_record(all, best.config));
+    // A record that cannot be written costs a re-tune in the next process,
+    // never this call.
+    try {
+      cache::TuningDb(*root).store(key, autotune::make_record(all, best.config));
+    } catch (const cache::UntrustedCacheDir&) {
+      throw;
+    } catch (const cache::CacheError& e) {
+      detail::log_info("could not store the tuning record for {}: {}", key.dump(), e.what());
+    }
   }
   return best.config;
 }
@@ -131,7 +140,13 @@ Json choose_uncached(const KernelFamily& family, const Json& spec, const Json& k
   // find the record this one wrote.
   std::optional<cache::FileLock> lock;
   if (const auto& root = detail::cache_root()) {
-    lock.emplace(*root / "locks" / (cache::sha256_hex(key.dump()) + ".lock"));
+    try {
+      lock.emplace(*root / "locks" / (cache::sha256_hex(key.dump()) + ".lock"));
+    } catch (const cache::UntrustedCacheDir&) {
+      throw;
+    } catch (const cache::CacheError& e) {
+      detail::log_info("tuning without the cross-process lock: {}", e.what());
+    }
     winner = recorded_winner(key, space.kept, previous);
     if (winner && untimed(candidates) == 0) {
       ++detail::counters().tuning_db_hits;
