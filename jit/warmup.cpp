@@ -4,8 +4,10 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <cstdint>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "autotune/prune.h"
@@ -80,11 +82,28 @@ std::vector<AttentionShape> parse_attention_manifest(const std::string& json_tex
   std::vector<AttentionShape> shapes;
   for (const Json& entry : manifest["shapes"]) {
     try {
+      if (!entry.is_object()) invalid(fmt::format("manifest entry {} is not an object", entry.dump()));
+      // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
+      // would be undefined or silently truncate.
+      auto size_field = [&](const char* name, std::optional<std::int64_t> fallback) -> std::int64_t {
+        const auto it = entry.find(name);
+        if (it == entry.end()) {
+          if (!fallback) invalid(fmt::format("manifest entry {} has no \"{}\"", entry.dump(), name));
+          return *fallback;
+        }
+        if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(INT64_MAX)) {
+          invalid(fmt::format("manifest entry {}: \"{}\" is too large", entry.dump(), name));
+        }
+        if (!it->is_number_integer()) {
+          invalid(fmt::format("manifest entry {}: \"{}\" must be an integer", entry.dump(), name));
+        }
+        return it->get<std::int64_t>();
+      };
       AttentionShape s;
-      s.batch = entry.value("batch", std::int64_t(1));
-      s.heads = entry.value("heads", std::int64_t(16));
-      s.seq = entry.at("seq").get<std::int64_t>();
-      s.head_dim = entry.at("head_dim").get<std::int64_t>();
+      s.batch = size_field("batch", 1);
+      s.heads = size_field("heads", 16);
+      s.seq = size_field("seq", std::nullopt);
+      s.head_dim = size_field("head_dim", std::nullopt);
       s.dtype = parse_dtype(entry.value("dtype", std::string("fp16")));
       s.causal = entry.value("causal", false);
       if (s.batch <= 0 || s.heads <= 0 || s.seq <= 0 || s.head_dim <= 0) invalid("sizes must be positive");

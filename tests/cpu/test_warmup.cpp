@@ -245,3 +245,21 @@ TEST(WarmUpAttention, UnsupportedHeadDimThrows) {
 TEST(WarmUpAttention, UnknownArchThrows) {
   expect_error(jit::ErrorCode::InvalidArgument, [] { jit::warm_up_attention({"sm_75"}, {AttentionShape{}}, 2); });
 }
+
+namespace {
+
+TEST(ParseAttentionManifest, RejectsSizesThatAreNotJsonIntegers) {
+  for (const char* text : {R"({"shapes":[{"seq":1e19,"head_dim":64}]})", R"({"shapes":[{"seq":1024,"head_dim":1.5}]})",
+                           R"({"shapes":[{"seq":18446744073709551615,"head_dim":64}]})",
+                           R"({"shapes":[{"seq":"1024","head_dim":64}]})", R"({"shapes":[7]})"}) {
+    SCOPED_TRACE(text);
+    try {
+      jit::parse_attention_manifest(text);
+      ADD_FAILURE() << "accepted";
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument);
+    }
+  }
+}
+
+}  // namespace
