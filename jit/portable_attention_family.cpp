@@ -27,7 +27,19 @@ struct PortableSpec {
 };
 PortableSpec spec_from(const Json& j) { return {j.at("dtype"), j.at("d"), j.at("causal")}; }
 
-int smem_bytes(const PortableSpec& s, const PortableConfig& c) { return (c.bm + 2 * c.stages * c.bn) * s.d * 2; }
+constexpr int smem_bytes(int head_dim, const PortableConfig& c) { return (c.bm + 2 * c.stages * c.bn) * head_dim * 2; }
+int smem_bytes(const PortableSpec& s, const PortableConfig& c) { return smem_bytes(s.d, c); }
+
+// The config used without tuning: the tuned winners on the H100 grid (two
+// m-tiles per warp at D=64, one at D=128; cujit-bench with CUJIT_AUTOTUNE=off
+// against full, docs/perf-log.md), shrunk where the arch's shared memory is
+// too small for them.
+constexpr PortableConfig default_portable_config(int head_dim, int max_smem_per_block) {
+  const PortableConfig tuned = head_dim <= 64 ? PortableConfig{128, 64, 2, 4} : PortableConfig{128, 64, 2, 8};
+  return smem_bytes(head_dim, tuned) <= max_smem_per_block ? tuned : PortableConfig{64, 32, 2, 4};
+}
+static_assert(default_portable_config(128, 101376).warps == 8, "D=128 keeps the tuned default on sm_89");
+static_assert(default_portable_config(128, 48 * 1024).bm == 64, "small shared memory falls back");
 
 // Registers the accumulators alone need per thread (fp32 O and S, and the Q
 // fragments, kept in registers only with one m-tile per warp), plus what
@@ -78,12 +90,7 @@ class PortableAttentionFamily final : public AttentionFamily {
   }
 
   Json default_config(const Json& spec_json, const Target& target) const override {
-    const PortableSpec s = spec_from(spec_json);
-    // The tuned winners on the H100 grid: two m-tiles per warp at D=64, one
-    // at D=128 (cujit-bench with CUJIT_AUTOTUNE=off vs full, docs/perf-log.md).
-    PortableConfig c = s.d <= 64 ? PortableConfig{128, 64, 2, 4} : PortableConfig{128, 64, 2, 8};
-    if (smem_bytes(s, c) > target.max_smem_per_block) c = PortableConfig{64, 32, 2, 4};
-    return c;
+    return default_portable_config(spec_from(spec_json).d, target.max_smem_per_block);
   }
 
   std::string variant_name(const Json& spec_json, const Json& config) const override {
