@@ -39,8 +39,7 @@ Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const 
       scratch_out.emplace(std::size_t(q.numel()) * element_size(q.dtype));
       scratch_view = TensorView::bhsd(scratch_out->data(), q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
     }
-    const cujit::AttnParams params = detail::make_attn_params(problem, q, k, v, scratch_view, nullptr);
-    kernel.launch(family.geometry(problem, config), params, s);
+    family.launch(kernel, family.plan(problem, config), problem, {q, k, v, scratch_view, nullptr}, s);
   };
   p.config = choose_config(family, p.spec, detail::attention_bucket(problem), run, stream);
   return p;
@@ -71,8 +70,9 @@ struct ShapeKeyHash {
   }
 };
 struct Launchable {
+  const detail::AttentionFamily* family;
   const Kernel* kernel;
-  LaunchGeometry geometry;
+  detail::AttnLaunch launch;
 };
 
 Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
@@ -86,7 +86,7 @@ Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& 
     if (auto it = shapes.find(key); it != shapes.end()) return it->second;
   }
   const Prepared p = prepare(problem, q, k, v, stream);
-  const Launchable launchable{&get_kernel(*p.family, p.spec, p.config), p.family->geometry(problem, p.config)};
+  const Launchable launchable{p.family, &get_kernel(*p.family, p.spec, p.config), p.family->plan(problem, p.config)};
   // A config chosen during graph capture was not tuned: do not pin it.
   if (detail::stream_is_capturing(stream)) return launchable;
   std::lock_guard lock(mutex);
@@ -102,8 +102,7 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
   if (problem.empty()) return;  // nothing to compute, nothing launched
   const Launchable l = launchable_for(problem, q, k, v, options.stream);
-  const cujit::AttnParams params = detail::make_attn_params(problem, q, k, v, out, options.lse);
-  l.kernel->launch(l.geometry, params, options.stream);
+  l.family->launch(*l.kernel, l.launch, problem, {q, k, v, out, options.lse}, options.stream);
 }
 
 DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorView& v,

@@ -52,7 +52,8 @@ namespace jit::detail {
   X(cuEventDestroy)               \
   X(cuEventRecord)                \
   X(cuEventSynchronize)           \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime)           \
+  X(cuTensorMapEncodeTiled)
 
 struct DriverApi {
 #define CUJIT_DECLARE_MEMBER(name) decltype(&::name) name = nullptr;

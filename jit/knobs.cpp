@@ -28,6 +28,14 @@ AutotuneMode parse_autotune_mode(const char* value) {
               fmt::format("CUJIT_AUTOTUNE='{}' is not one of full, fast, off, frozen", v));
 }
 
+FamilyChoice parse_family_choice(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "auto") return FamilyChoice::automatic;
+  if (v == "portable") return FamilyChoice::portable;
+  if (v == "sm90") return FamilyChoice::sm90;
+  throw Error(ErrorCode::InvalidArgument, fmt::format("CUJIT_FAMILY='{}' is not one of auto, portable, sm90", v));
+}
+
 bool parse_bool_knob(const char* name, const char* value, bool fallback) {
   const std::string_view v = value ? value : "";
   if (v.empty()) return fallback;
@@ -62,6 +70,7 @@ const Knobs& knobs() {
     k.autotune = parse_autotune_mode(std::getenv("CUJIT_AUTOTUNE"));
     k.disk_cache = parse_bool_knob("CUJIT_DISK_CACHE", std::getenv("CUJIT_DISK_CACHE"), true);
     k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
+    k.family = parse_family_choice(std::getenv("CUJIT_FAMILY"));
     return k;
   }();
   return knobs;

@@ -10,6 +10,8 @@
 //   CUJIT_CACHE_MAX_BYTES  size bound of the disk cache (cubin/ + tuning/): bytes, or with a
 //                     K/M/G/T suffix (binary: "512M", "4G"); default 4G. After each store over the
 //                     bound, least-recently-used cubins are removed until it is under 90% of it
+//   CUJIT_FAMILY      auto (default): the fastest attention family the GPU and problem allow
+//                     (sm90 on sm_90a, else portable) | portable | sm90: only that family
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -19,12 +21,14 @@ namespace jit::detail {
 
 enum class LogLevel { off = 0, info = 1, debug = 2 };
 enum class AutotuneMode { full, fast, off, frozen };
+enum class FamilyChoice { automatic, portable, sm90 };
 
 struct Knobs {
   LogLevel log_level = LogLevel::off;
   AutotuneMode autotune = AutotuneMode::full;
   bool disk_cache = true;
   std::uint64_t cache_max_bytes = std::uint64_t{4} << 30;
+  FamilyChoice family = FamilyChoice::automatic;
 };
 
 // Read once, on first use. Throws Error(InvalidArgument) naming the knob for
@@ -34,6 +38,7 @@ const Knobs& knobs();
 // Parsing, separate for tests.
 LogLevel parse_log_level(const char* value);
 AutotuneMode parse_autotune_mode(const char* value);
+FamilyChoice parse_family_choice(const char* value);
 bool parse_bool_knob(const char* name, const char* value, bool fallback);
 // CUJIT_CACHE_MAX_BYTES: unset or empty is the 4 GiB default; 0 is refused.
 std::uint64_t parse_cache_max_bytes(const char* value);

@@ -111,14 +111,21 @@ class PortableAttentionFamily final : public AttentionFamily {
     return target.cc >= 80 && (problem.head_dim == 64 || problem.head_dim == 128);
   }
 
-  LaunchGeometry geometry(const AttnProblem& problem, const Json& config) const override {
+  AttnLaunch plan(const AttnProblem& problem, const Json& config) const override {
     const auto c = config.get<PortableConfig>();
     const PortableSpec s{problem.dtype == DType::f16 ? "f16" : "bf16", int(problem.head_dim), problem.causal};
-    LaunchGeometry g;
-    g.grid = {unsigned((problem.seq_q + c.bm - 1) / c.bm), unsigned(problem.heads_q), unsigned(problem.batch)};
-    g.block = {unsigned(32 * c.warps), 1, 1};
-    g.smem_bytes = unsigned(smem_bytes(s, c));
-    return g;
+    AttnLaunch l;
+    l.geometry.grid = {unsigned((problem.seq_q + c.bm - 1) / c.bm), unsigned(problem.heads_q), unsigned(problem.batch)};
+    l.geometry.block = {unsigned(32 * c.warps), 1, 1};
+    l.geometry.smem_bytes = unsigned(smem_bytes(s, c));
+    l.block_m = c.bm;
+    l.block_n = c.bn;
+    return l;
+  }
+
+  void launch(const Kernel& kernel, const AttnLaunch& launch, const AttnProblem& problem, const AttnTensors& t,
+              Stream stream) const override {
+    kernel.launch(launch.geometry, make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse), stream);
   }
 };
 

@@ -12,6 +12,7 @@
 namespace {
 
 struct CompileCase {
+  const jit::KernelFamily* family;
   std::string arch;
   jit::Json spec;
   jit::Json config;
@@ -25,15 +26,23 @@ std::vector<CompileCase> all_cases() {
 #else
   const char* dtypes[] = {"f16"};
 #endif
-  const jit::KernelFamily& family = jit::detail::portable_attention_family();
-  for (const char* arch : {"sm_90a", "sm_89", "sm_80"}) {
-    for (const char* dtype : dtypes) {
-      for (int d : {64, 128}) {
-        for (bool causal : {false, true}) {
-          const jit::Json spec = {{"dtype", dtype}, {"d", d}, {"causal", causal}};
-          for (const jit::Json& config : jit::autotune::prune_space(family, spec, jit::offline_target(arch)).kept) {
-            std::string name = arch + std::string("_") + family.variant_name(spec, config);
-            cases.push_back({arch, spec, config, name});
+  struct Served {
+    const jit::KernelFamily& family;
+    std::vector<int> head_dims;
+  };
+  const Served families[] = {{jit::detail::portable_attention_family(), {64, 128}},
+                             {jit::detail::sm90_attention_family(), {64, 128, 256}}};
+  for (const Served& served : families) {
+    for (const char* arch : {"sm_90a", "sm_89", "sm_80"}) {
+      for (const char* dtype : dtypes) {
+        for (int d : served.head_dims) {
+          for (bool causal : {false, true}) {
+            const jit::Json spec = {{"dtype", dtype}, {"d", d}, {"causal", causal}};
+            const jit::Target target = jit::offline_target(arch);
+            for (const jit::Json& config : jit::autotune::prune_space(served.family, spec, target).kept) {
+              std::string name = arch + std::string("_") + served.family.variant_name(spec, config);
+              cases.push_back({&served.family, arch, spec, config, name});
+            }
           }
         }
       }
@@ -48,8 +57,7 @@ class KernelCompile : public testing::TestWithParam<CompileCase> {};
 
 TEST_P(KernelCompile, CompilesWithoutSpills) {
   const CompileCase& c = GetParam();
-  const jit::CompileReport report =
-      jit::compile_variant(jit::detail::portable_attention_family(), c.spec, c.config, c.arch);
+  const jit::CompileReport report = jit::compile_variant(*c.family, c.spec, c.config, c.arch);
   EXPECT_GT(report.registers, 0) << "no ptxas report for " << report.variant;
   EXPECT_LE(report.registers, 255);
   EXPECT_EQ(report.spill_bytes, 0) << report.variant << " for " << c.arch << " spills " << report.spill_bytes
@@ -57,10 +65,10 @@ TEST_P(KernelCompile, CompilesWithoutSpills) {
   RecordProperty("registers", report.registers);
 }
 
-INSTANTIATE_TEST_SUITE_P(Portable, KernelCompile, testing::ValuesIn(all_cases()),
+INSTANTIATE_TEST_SUITE_P(Attention, KernelCompile, testing::ValuesIn(all_cases()),
                          [](const testing::TestParamInfo<CompileCase>& info) { return info.param.name; });
 
-TEST(KernelCompileSpace, EveryArchKeepsTheDefaultConfig) {
+TEST(KernelCompileSpace, EveryArchKeepsThePortableDefaultConfig) {
   const jit::KernelFamily& family = jit::detail::portable_attention_family();
   for (const char* arch : {"sm_90a", "sm_89", "sm_80", "sm_86"}) {
     const jit::Target target = jit::offline_target(arch);
@@ -70,6 +78,17 @@ TEST(KernelCompileSpace, EveryArchKeepsTheDefaultConfig) {
       EXPECT_FALSE(family.why_pruned(spec, config, target).has_value())
           << arch << " d" << d << ": " << *family.why_pruned(spec, config, target);
     }
+  }
+}
+
+TEST(KernelCompileSpace, Sm90KeepsItsDefaultConfigOnlyOnSm90a) {
+  const jit::KernelFamily& family = jit::detail::sm90_attention_family();
+  for (int d : {64, 128, 256}) {
+    const jit::Json spec = {{"dtype", "bf16"}, {"d", d}, {"causal", true}};
+    const jit::Json config = family.default_config(spec, jit::offline_target("sm_90a"));
+    const auto kept = family.why_pruned(spec, config, jit::offline_target("sm_90a"));
+    EXPECT_FALSE(kept.has_value()) << "d" << d << ": " << *kept;
+    EXPECT_TRUE(family.why_pruned(spec, config, jit::offline_target("sm_89")).has_value());
   }
 }
 

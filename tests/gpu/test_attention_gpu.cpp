@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <string>
@@ -167,6 +168,47 @@ std::vector<AttnCase> long_cases() {
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(Long, AttentionGpu, ::testing::ValuesIn(long_cases()), param_name);
+
+// Every head dim with both dtypes, every mask and odd lengths, in both
+// layouts: on an sm_90a GPU this is the sm90 family's sweep (with
+// CUJIT_FAMILY=portable, the portable family's). D = 256 runs where a family
+// serves it (the sm90 family).
+class AllHeadDims : public AttentionGpu {
+ protected:
+  void SetUp() override {
+    AttentionGpu::SetUp();
+    if (IsSkipped()) return;
+    const char* family = std::getenv("CUJIT_FAMILY");
+    const bool sm90 = jit::current_target().arch == "sm_90a" && !(family && std::string(family) == "portable");
+    if (GetParam().head_dim == 256 && !sm90) GTEST_SKIP() << "no family serves head dim 256 here";
+  }
+};
+TEST_P(AllHeadDims, MatchesReference) {
+  TestRng rng;
+  run_and_check(GetParam(), rng);
+}
+std::vector<AttnCase> all_head_dim_cases() {
+  std::vector<AttnCase> cases;
+  const std::pair<std::int64_t, std::int64_t> lengths[] = {{1, 17}, {17, 1000}, {1000, 1000}, {1000, 17}, {333, 777}};
+  for (std::int64_t d : {64, 128, 256})
+    for (DType dtype : kDTypes)
+      for (const auto& [sq, sk] : lengths)
+        for (Mask mask : masks_for(sq, sk)) {
+          AttnCase c;
+          c.dtype = dtype;
+          c.head_dim = d;
+          c.batch = 2;
+          c.heads_q = 4;
+          c.heads_kv = sq == sk ? 4 : 2;
+          c.seq_q = sq;
+          c.seq_k = sk;
+          c.mask = mask;
+          if (sq == 17) c.q_layout = c.kv_layout = c.out_layout = Layout::bshd;
+          cases.push_back(c);
+        }
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(Dims, AllHeadDims, ::testing::ValuesIn(all_head_dim_cases()), param_name);
 
 // A custom softmax scale: peaked (0.5: logits with a std of about 4 at D = 64)
 // and flat (0.02).
@@ -378,6 +420,17 @@ TEST_F(GpuTest, InvalidArgumentsThrowInvalidArgument) {
   std::int64_t written = 0;
   for (std::uint16_t bits : storage) written += bits != kPoison16 ? 1 : 0;
   EXPECT_EQ(written, 0) << "a rejected call wrote to the output";
+}
+
+TEST_F(GpuTest, HopperUsesTheSm90Family) {
+  if (jit::current_target().arch != "sm_90a") GTEST_SKIP() << "not an sm_90a GPU";
+  const char* choice = std::getenv("CUJIT_FAMILY");
+  const bool portable = choice && std::string(choice) == "portable";
+  const Dims4 dims{1, 2, 64, 128};
+  TestTensor q = make_tensor(Layout::bhsd, DType::f16, dims);
+  TestTensor out = make_tensor(Layout::bhsd, DType::f16, dims);
+  const jit::AttentionPlan plan = jit::plan_attention(q.view, q.view, q.view, out.view);
+  EXPECT_EQ(plan.family, portable ? "attn_fwd_portable" : "attn_fwd_sm90") << plan.variant;
 }
 
 TEST_F(GpuTest, UnsupportedHeadDimThrowsUnsupported) {

@@ -4,8 +4,8 @@
 // m16n8k16 with ldmatrix operands; the softmax is online, in registers.
 #include "attention/attn_params.h"
 #include "attention/portable/epilogue.cuh"
-#include "attention/portable/mask.cuh"
-#include "attention/portable/online_softmax.cuh"
+#include "attention/common/mask.cuh"
+#include "attention/common/online_softmax.cuh"
 #include "attention/portable/smem_tile.cuh"
 
 namespace cujit::portable {

@@ -2,7 +2,7 @@
 // in shared memory (the Q tile's space, which that warp alone used) and write
 // them out with 16-byte coalesced stores; LSE in natural log when asked.
 #pragma once
-#include "attention/portable/online_softmax.cuh"
+#include "attention/common/online_softmax.cuh"
 #include "attention/portable/smem_tile.cuh"
 
 namespace cujit::portable {

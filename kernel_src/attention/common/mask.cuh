@@ -3,7 +3,7 @@
 #pragma once
 #include "common/types.cuh"
 
-namespace cujit::portable {
+namespace cujit {
 
 template <int MT, int NT, bool CAUSAL>
 __device__ __forceinline__ void apply_mask(float (&s)[MT][NT][4], int row0, int col0, int seq_k, int causal_offset,
@@ -27,4 +27,4 @@ __device__ __forceinline__ void apply_mask(float (&s)[MT][NT][4], int row0, int 
   }
 }
 
-}  // namespace cujit::portable
+}  // namespace cujit

@@ -5,7 +5,7 @@
 #pragma once
 #include "common/ptx.cuh"
 
-namespace cujit::portable {
+namespace cujit {
 
 template <int MT, int NT, int DT>
 struct OnlineSoftmax {
@@ -66,4 +66,4 @@ struct OnlineSoftmax {
   }
 };
 
-}  // namespace cujit::portable
+}  // namespace cujit

@@ -1,0 +1,181 @@
+// The Hopper attention family: kernel_src/attention/sm90/.
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "jit/attention_family.h"
+#include "jit/device.h"
+#include "jit/driver.h"
+#include "jit/error.h"
+#include "kernel_src/attention/sm90/attn_params_sm90.h"
+#include "kernel_src/attention/sm90/smem_layout.h"
+
+namespace jit::detail {
+namespace {
+
+struct Sm90Config {
+  int bm, bn, stages;
+};
+void to_json(Json& j, const Sm90Config& c) { j = Json{{"bm", c.bm}, {"bn", c.bn}, {"stages", c.stages}}; }
+void from_json(const Json& j, Sm90Config& c) {
+  j.at("bm").get_to(c.bm);
+  j.at("bn").get_to(c.bn);
+  j.at("stages").get_to(c.stages);
+}
+
+struct Sm90Spec {
+  std::string dtype;  // "f16" | "bf16"
+  int d;
+  bool causal;
+};
+Sm90Spec spec_from(const Json& j) { return {j.at("dtype"), j.at("d"), j.at("causal")}; }
+
+constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
+  return cujit::sm90::SmemLayout(head_dim, c.bm, c.bn, c.stages);
+}
+
+// Registers a consumer thread may use after setmaxnreg (the kernel's
+// RegisterSplit), and an estimate of what it needs: the O and S accumulators
+// (fp32), P (S converted to 16 bits), and addressing and softmax state,
+// calibrated on the ptxas reports of the shipped space.
+constexpr int consumer_register_budget(int bm) { return bm == 128 ? 240 : 160; }
+constexpr int estimated_registers(int head_dim, const Sm90Config& c) { return head_dim / 2 + c.bn * 3 / 4 + 32; }
+
+// The config used without tuning: FlashAttention-3's tile shapes for H100,
+// which fit the register and shared-memory budgets below.
+constexpr Sm90Config default_sm90_config(int head_dim) {
+  return head_dim <= 64 ? Sm90Config{192, 128, 2} : head_dim <= 128 ? Sm90Config{128, 128, 2} : Sm90Config{128, 80, 2};
+}
+static_assert(layout_of(256, default_sm90_config(256)).bytes <= cujit::sm90::kMaxSmemOptIn);
+static_assert(estimated_registers(256, default_sm90_config(256)) <= consumer_register_budget(128));
+static_assert(estimated_registers(64, default_sm90_config(64)) <= consumer_register_budget(192));
+
+// A 4-D TMA map over (D, S, H, B) of a [B, H, S, D] view, boxes of (64, rows).
+// A dimension of extent 1 may have any stride in the view; TMA wants a
+// 16-byte multiple, so it gets the dense one (it is never stepped).
+cujit::TmaDescriptor tensor_map(const TensorView& t, int box_rows) {
+  const std::int64_t b = t.shape[0], h = t.shape[1], s = t.shape[2], d = t.shape[3];
+  const cuuint64_t element = 2;
+  cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(s), cuuint64_t(h), cuuint64_t(b)};
+  cuuint64_t strides[3];
+  const std::int64_t extent[3] = {s, h, b};
+  cuuint64_t dense = cuuint64_t(d) * element;
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t stride = t.strides[2 - i];
+    strides[i] = extent[i] > 1 ? cuuint64_t(stride) * element : dense;
+    dense = strides[i] * cuuint64_t(extent[i]);
+  }
+  cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  CUtensorMap map;
+  CUJIT_CU_CHECK(driver().cuTensorMapEncodeTiled(
+      &map, t.dtype == DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.data,
+      dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+  cujit::TmaDescriptor out;
+  static_assert(sizeof(out) == sizeof(map), "TmaDescriptor mirrors CUtensorMap");
+  std::memcpy(&out, &map, sizeof(map));
+  return out;
+}
+
+class Sm90AttentionFamily final : public AttentionFamily {
+ public:
+  std::string name() const override { return "attn_fwd_sm90"; }
+
+  const KernelSources& sources() const override { return attention_sources("attention/sm90/attn_fwd_sm90.cu"); }
+
+  std::vector<Json> config_space(const Json&) const override {
+    std::vector<Json> space;
+    for (int bm : {128, 192})
+      for (int bn : {64, 80, 96, 128, 176})
+        for (int stages : {2, 3}) space.push_back(Sm90Config{bm, bn, stages});
+    return space;
+  }
+
+  std::optional<std::string> why_pruned(const Json& spec_json, const Json& config,
+                                        const Target& target) const override {
+    const Sm90Spec s = spec_from(spec_json);
+    const auto c = config.get<Sm90Config>();
+    if (target.arch != "sm_90a") return fmt::format("wgmma and TMA need sm_90a, the target is {}", target.arch);
+    // Mirrors the static_asserts at the top of attn_fwd_sm90.
+    if (s.d != 64 && s.d != 128 && s.d != 256) return fmt::format("head dim {} is not 64, 128 or 256", s.d);
+    if (c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 2 or 3 warpgroups of 64 rows", c.bm);
+    if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
+    if (c.stages < 2) return "the K/V ring needs at least 2 stages";
+    if (const int smem = layout_of(s.d, c).bytes; smem > target.max_smem_per_block) {
+      return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
+                         target.max_smem_per_block);
+    }
+    if (const int regs = estimated_registers(s.d, c); regs > consumer_register_budget(c.bm)) {
+      return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
+                         c.bm / 64, consumer_register_budget(c.bm));
+    }
+    return std::nullopt;
+  }
+
+  Json default_config(const Json& spec_json, const Target&) const override {
+    return default_sm90_config(spec_from(spec_json).d);
+  }
+
+  std::string variant_name(const Json& spec_json, const Json& config) const override {
+    const Sm90Spec s = spec_from(spec_json);
+    const auto c = config.get<Sm90Config>();
+    return fmt::format("attn_fwd_sm90_d{}_{}{}_bm{}_bn{}_st{}", s.d, s.dtype, s.causal ? "_causal" : "", c.bm, c.bn,
+                       c.stages);
+  }
+
+  std::string name_expression(const Json& spec_json, const Json& config) const override {
+    const Sm90Spec s = spec_from(spec_json);
+    const auto c = config.get<Sm90Config>();
+    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}>", s.d, c.bm, c.bn, c.stages, s.dtype,
+                       s.causal ? "true" : "false");
+  }
+
+  bool supports(const AttnProblem& problem, const Target& target) const override {
+    // TMA coordinates are 32-bit.
+    const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
+    return target.arch == "sm_90a" && fits &&
+           (problem.head_dim == 64 || problem.head_dim == 128 || problem.head_dim == 256);
+  }
+
+  AttnLaunch plan(const AttnProblem& problem, const Json& config) const override {
+    const auto c = config.get<Sm90Config>();
+    const std::int64_t m_blocks = (problem.seq_q + c.bm - 1) / c.bm;
+    const std::int64_t tiles = m_blocks * problem.heads_q * problem.batch;
+    if (tiles >= (std::int64_t{1} << 31)) {
+      throw Error(ErrorCode::Unsupported, fmt::format("{} tiles of {} rows exceed the sm90 scheduler's 32-bit index",
+                                                      tiles, c.bm));
+    }
+    const int sms = current_device().target.sm_count;
+    AttnLaunch l;
+    // Persistent: one CTA per SM (at most one per tile) walks the tiles.
+    l.geometry.grid = {unsigned(sms > 0 ? std::min<std::int64_t>(tiles, sms) : tiles), 1, 1};
+    l.geometry.block = {unsigned((c.bm / 64 + 1) * 128), 1, 1};
+    l.geometry.smem_bytes = unsigned(layout_of(int(problem.head_dim), c).bytes);
+    l.block_m = c.bm;
+    l.block_n = c.bn;
+    return l;
+  }
+
+  void launch(const Kernel& kernel, const AttnLaunch& launch, const AttnProblem& problem, const AttnTensors& t,
+              Stream stream) const override {
+    cujit::Sm90AttnParams p{};
+    p.q = tensor_map(t.q, 64);
+    p.k = tensor_map(t.k, launch.block_n);
+    p.v = tensor_map(t.v, launch.block_n);
+    p.o = tensor_map(t.out, 64);
+    p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
+    p.m_blocks = int((problem.seq_q + launch.block_m - 1) / launch.block_m);
+    p.total_tiles = p.m_blocks * int(problem.heads_q * problem.batch);
+    kernel.launch(launch.geometry, p, stream);
+  }
+};
+
+}  // namespace
+
+const AttentionFamily& sm90_attention_family() {
+  static const Sm90AttentionFamily family;
+  return family;
+}
+
+}  // namespace jit::detail

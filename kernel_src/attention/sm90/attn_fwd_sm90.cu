@@ -1,0 +1,267 @@
+// Hopper flash-attention forward (FlashAttention-3 structure) for sm_90a.
+//
+// One persistent CTA per SM walks a static list of (batch, head, m-block)
+// tiles. Warpgroup 0 is the producer: one thread issues TMA loads of Q and of
+// K/V blocks into a STAGES-deep ring, each completing on an mbarrier with a
+// transaction count. Warpgroups 1..BM/64 are consumers, each owning 64 query
+// rows: S = Q K^T on wgmma with both operands in shared memory, online
+// softmax in registers, O += P V on wgmma with P from registers. The
+// epilogue stages O in shared memory and writes it with a TMA store.
+#include "attention/common/mask.cuh"
+#include "attention/common/online_softmax.cuh"
+#include "attention/sm90/attn_params_sm90.h"
+#include "attention/sm90/smem_layout.h"
+#include "attention/sm90/wgmma_ops.cuh"
+#include "common/ptx_sm90.cuh"
+
+namespace cujit::sm90 {
+
+// Registers per thread after reallocation: the producer gives its share to
+// the consumers (128 * producer + 128 * consumers * consumer <= 65536).
+template <int CONSUMERS>
+struct RegisterSplit {
+  static constexpr int kProducer = CONSUMERS == 2 ? 24 : 32;
+  static constexpr int kConsumer = CONSUMERS == 2 ? 240 : 160;
+};
+
+struct Tile {
+  int m_block, head, batch;
+};
+
+// Tiles of one head are consecutive, so the CTAs working at the same time
+// share its K/V in L2. Causal tiles run longest (last m-block) first.
+template <bool CAUSAL>
+__device__ __forceinline__ Tile tile_at(int index, const Sm90AttnParams& p) {
+  const int bh = index / p.m_blocks;
+  const int m = index % p.m_blocks;
+  return {CAUSAL ? p.m_blocks - 1 - m : m, bh % p.attn.heads_q, bh / p.attn.heads_q};
+}
+
+// The key blocks a tile of rows [m0, m0 + BM) needs, and from which block on
+// they need a mask (the causal diagonal or the end of the keys).
+struct KeyBlocks {
+  int count, first_masked;
+};
+template <int BM, int BN, bool CAUSAL>
+__device__ __forceinline__ KeyBlocks key_blocks(int m0, const AttnParams& a) {
+  int n_end = a.seq_k;
+  int first_masked = a.seq_k / BN;
+  if constexpr (CAUSAL) {
+    n_end = min(n_end, min(BM, a.seq_q - m0) + m0 + a.causal_offset);
+    first_masked = min(first_masked, max(0, m0 + a.causal_offset + 1) / BN);
+  }
+  return {n_end > 0 ? (n_end + BN - 1) / BN : 0, first_masked};
+}
+
+template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL>
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
+  static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
+  static_assert(D == 64 || D == 128 || D == 256, "D is 64, 128 or 256");
+  static_assert(BM == 128 || BM == 192, "two or three consumer warpgroups of 64 rows");
+  static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
+  static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
+  constexpr int kConsumers = BM / 64;
+  constexpr int kNT = BN / 8;   // 8-column accumulator tiles of S
+  constexpr int kDT = D / 8;    // ... of O
+  constexpr SmemLayout L(D, BM, BN, STAGES);
+  static_assert(L.bytes <= kMaxSmemOptIn, "tile does not fit in shared memory");
+
+  extern __shared__ unsigned char smem_raw[];
+  const u32 base = (smem_addr(smem_raw) + kSmemAlign - 1) & ~u32(kSmemAlign - 1);
+  const u32 sQ = base + L.q;
+  const u32 sK = base + L.k;
+  const u32 sV = base + L.v;
+  const u32 sO = base + L.o;
+  const u32 q_full = base + L.barriers;
+  const u32 q_empty = q_full + 8;
+  auto k_full = [&](int s) { return q_full + 16 + 8 * s; };
+  auto k_empty = [&](int s) { return q_full + 16 + 8 * (STAGES + s); };
+  auto v_full = [&](int s) { return q_full + 16 + 8 * (2 * STAGES + s); };
+  auto v_empty = [&](int s) { return q_full + 16 + 8 * (3 * STAGES + s); };
+  // Consumers release a buffer once per warp.
+  constexpr u32 kReleases = kConsumers * 4;
+
+  if (threadIdx.x == 0) {
+    mbarrier_init(q_full, 1);
+    mbarrier_init(q_empty, kReleases);
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(k_full(s), 1);
+      mbarrier_init(k_empty(s), kReleases);
+      mbarrier_init(v_full(s), 1);
+      mbarrier_init(v_empty(s), kReleases);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  const AttnParams& a = p.attn;
+  const int warpgroup = threadIdx.x / 128;
+
+  if (warpgroup == 0) {
+    // ---------------------------------------------------------- producer
+    setmaxnreg_dec<RegisterSplit<kConsumers>::kProducer>();
+    if (threadIdx.x != 0) return;
+    prefetch_tensor_map(&p.q);
+    prefetch_tensor_map(&p.k);
+    prefetch_tensor_map(&p.v);
+    int kv_iter = 0;
+    int tile_iter = 0;
+    for (int index = blockIdx.x; index < p.total_tiles; index += gridDim.x, ++tile_iter) {
+      const Tile t = tile_at<CAUSAL>(index, p);
+      const int m0 = t.m_block * BM;
+      const int head_kv = t.head / a.group;
+      const KeyBlocks blocks = key_blocks<BM, BN, CAUSAL>(m0, a);
+
+      mbarrier_wait(q_empty, (tile_iter & 1) ^ 1);
+      mbarrier_arrive_expect_tx(q_full, L.q_bytes);
+#pragma unroll
+      for (int c = 0; c < L.chunks; ++c)
+#pragma unroll
+        for (int w = 0; w < kConsumers; ++w)
+          tma_load_4d(sQ + (c * BM + w * 64) * kRowBytes, &p.q, q_full, c * 64, m0 + w * 64, t.head, t.batch);
+
+      // Key blocks go last to first: the masked ones come first.
+      for (int n = blocks.count - 1; n >= 0; --n, ++kv_iter) {
+        const int stage = kv_iter % STAGES;
+        const u32 phase = (kv_iter / STAGES) & 1;
+        mbarrier_wait(k_empty(stage), phase ^ 1);
+        mbarrier_arrive_expect_tx(k_full(stage), L.kv_bytes);
+#pragma unroll
+        for (int c = 0; c < L.chunks; ++c)
+          tma_load_4d(sK + stage * L.kv_bytes + c * BN * kRowBytes, &p.k, k_full(stage), c * 64, n * BN, head_kv,
+                      t.batch);
+        mbarrier_wait(v_empty(stage), phase ^ 1);
+        mbarrier_arrive_expect_tx(v_full(stage), L.kv_bytes);
+#pragma unroll
+        for (int c = 0; c < L.chunks; ++c)
+          tma_load_4d(sV + stage * L.kv_bytes + c * BN * kRowBytes, &p.v, v_full(stage), c * 64, n * BN, head_kv,
+                      t.batch);
+      }
+    }
+    return;
+  }
+
+  // ------------------------------------------------------------ consumers
+  setmaxnreg_inc<RegisterSplit<kConsumers>::kConsumer>();
+  const int wg = warpgroup - 1;
+  const int thread = threadIdx.x % 128;
+  const int warp = thread / 32;
+  const int lane = thread % 32;
+  const u32 sQ_wg = sQ + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of chunk 0
+  const u32 sO_wg = sO + wg * 64 * kRowBytes;
+  auto release = [&](u32 bar) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(bar);
+  };
+
+  int kv_iter = 0;
+  int tile_iter = 0;
+  for (int index = blockIdx.x; index < p.total_tiles; index += gridDim.x, ++tile_iter) {
+    const Tile t = tile_at<CAUSAL>(index, p);
+    const int m0 = t.m_block * BM;
+    const int m_wg = m0 + wg * 64;
+    const KeyBlocks blocks = key_blocks<BM, BN, CAUSAL>(m0, a);
+
+    float o[1][kDT][4];
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
+    OnlineSoftmax<1, kNT, kDT> softmax(a.scale_log2);
+
+    mbarrier_wait(q_full, tile_iter & 1);
+    for (int n = blocks.count - 1; n >= 0; --n, ++kv_iter) {
+      const int stage = kv_iter % STAGES;
+      const u32 phase = (kv_iter / STAGES) & 1;
+
+      // S = Q K^T: D/16 k-steps, 32 bytes apart inside a 128-byte row, then
+      // on to the next 64-column chunk.
+      float s[1][kNT][4];
+      mbarrier_wait(k_full(stage), phase);
+      wgmma_fence();
+#pragma unroll
+      for (int kt = 0; kt < D / 16; ++kt) {
+        const u32 k_offset = (kt % 4) * 32;
+        const u64 desc_q = smem_descriptor_sw128(sQ_wg + (kt / 4) * BM * kRowBytes + k_offset, 16, 1024);
+        const u64 desc_k =
+            smem_descriptor_sw128(sK + stage * L.kv_bytes + (kt / 4) * BN * kRowBytes + k_offset, 16, 1024);
+        Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kt > 0 ? 1 : 0);
+      }
+      wgmma_commit_group();
+      wgmma_wait_group<0>();
+      release(k_empty(stage));
+
+      if (n >= blocks.first_masked) {
+        apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
+      }
+      softmax.update(s, o);
+
+      // P as wgmma A fragments: the accumulator layout of two 8-column tiles.
+      u32 pa[BN / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        pa[kk][0] = cvt_rn_x2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+        pa[kk][1] = cvt_rn_x2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+        pa[kk][2] = cvt_rn_x2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+        pa[kk][3] = cvt_rn_x2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      }
+
+      // O += P V: V is MN-major (head dim contiguous); 16 keys per k-step
+      // are 16 rows of every chunk, chunks BN rows apart.
+      mbarrier_wait(v_full(stage), phase);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BN / 16; ++kk) {
+        const u64 desc_v =
+            smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
+        Wgmma<D, T>::rs(o[0], pa[kk], desc_v, 1);
+      }
+      wgmma_commit_group();
+      wgmma_wait_group<0>();
+      release(v_empty(stage));
+    }
+    if constexpr (!L.o_in_q) release(q_empty);
+
+    // Epilogue: normalize, convert, stage in shared memory with the TMA's
+    // 128-byte swizzle (16-byte unit u of row r lands at u ^ (r % 8)), store.
+    if (thread == 0) bulk_wait_group_read_0();  // the last tile's store has read sO
+    named_barrier_sync(1 + wg, 128);
+    const float neg_inf = -__int_as_float(0x7f800000);
+    constexpr float kLn2 = 0.6931471805599453f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = softmax.total_sum(0, r);
+      const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros, LSE -inf
+      const int row = warp * 16 + lane / 4 + 8 * r;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        const u32 packed = cvt_rn_x2<T>(o[0][dt][2 * r] * inv, o[0][dt][2 * r + 1] * inv);
+        const int chunk = dt / 8;
+        const int unit = (dt % 8) ^ (row % 8);
+        st_shared_b32(sO_wg + (chunk * BM + row) * kRowBytes + unit * 16 + (lane % 4) * 4, packed);
+      }
+      if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < a.seq_q) {
+        a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + m_wg + row] =
+            l > 0.f ? (softmax.row_max[0][r] * a.scale_log2 + lg2_approx(l)) * kLn2 : neg_inf;
+      }
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(1 + wg, 128);
+    if (thread == 0) {
+#pragma unroll
+      for (int c = 0; c < L.chunks; ++c)
+        tma_store_4d(&p.o, sO_wg + c * BM * kRowBytes, c * 64, m_wg, t.head, t.batch);
+      bulk_commit_group();
+    }
+    if constexpr (L.o_in_q) {
+      // O was staged in Q's space: the next Q may load once the store has read it.
+      if (thread == 0) bulk_wait_group_read_0();
+      named_barrier_sync(1 + wg, 128);
+      release(q_empty);
+    }
+  }
+  if (thread == 0) bulk_wait_group_0();
+}
+
+}  // namespace cujit::sm90

@@ -1,0 +1,46 @@
+// Shared-memory layout of the sm90 attention kernel, used by the kernel and
+// by the host (launch size, pruning). Plain constexpr C++, no includes.
+//
+// Every tile is stored as D/64 column chunks of [rows][64 elements]: one
+// 128-byte row per chunk, 128-byte swizzled by TMA, so each chunk is a run of
+// 1024-byte swizzle atoms (8 rows) that wgmma descriptors address directly.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define CUJIT_HOST_DEVICE __host__ __device__
+#else
+#define CUJIT_HOST_DEVICE
+#endif
+
+namespace cujit::sm90 {
+
+constexpr int kMaxSmemOptIn = 232448;  // sm_90 dynamic shared memory per block
+constexpr int kSmemAlign = 1024;        // 128-byte swizzle atoms must be 1024-aligned
+constexpr int kRowBytes = 128;          // one row of a 64-element chunk
+
+struct SmemLayout {
+  int chunks;          // D / 64
+  int q_bytes;         // the Q tile (and the O tile)
+  int kv_bytes;        // one K or V stage
+  int barrier_bytes;   // q full/empty, then k full, k empty, v full, v empty per stage
+  bool o_in_q;         // O is staged in Q's space (when a separate buffer does not fit)
+  int q, k, v, o, barriers;  // offsets from the aligned base
+  int bytes;           // dynamic shared memory to request, with slack to align the base
+
+  CUJIT_HOST_DEVICE constexpr SmemLayout(int d, int bm, int bn, int stages)
+      : chunks(d / 64),
+        q_bytes(bm * d * 2),
+        kv_bytes(bn * d * 2),
+        barrier_bytes(8 * (2 + 4 * stages)),
+        // O gets its own buffer when it fits, so the next tile's Q can load
+        // during this tile's epilogue.
+        o_in_q(2 * bm * d * 2 + 2 * stages * bn * d * 2 + 8 * (2 + 4 * stages) + kSmemAlign > kMaxSmemOptIn),
+        q(0),
+        k(q_bytes),
+        v(q_bytes + stages * kv_bytes),
+        o(o_in_q ? 0 : q_bytes + 2 * stages * kv_bytes),
+        barriers(q_bytes + 2 * stages * kv_bytes + (o_in_q ? 0 : q_bytes)),
+        bytes(barriers + barrier_bytes + kSmemAlign) {}
+};
+
+}  // namespace cujit::sm90
