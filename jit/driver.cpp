@@ -31,7 +31,7 @@ LoadedDriver load_driver() {
 #define CUJIT_LOAD_SYMBOL(name)                                                                                \
   loaded.api.name = reinterpret_cast<decltype(&::name)>(dlsym(handle, CUJIT_STRINGIZE_EXPANDED(name)));        \
   if (loaded.api.name == nullptr) {                                                                            \
-    loaded.failure = fmt::format("the CUDA driver lacks {} (driver too old; cujit needs CUDA 12 or newer)",    \
+    loaded.failure = fmt::format("the CUDA driver lacks {} (driver too old; cujit needs CUDA 12.4 or newer)",    \
                                  CUJIT_STRINGIZE_EXPANDED(name));                                              \
     return loaded;                                                                                             \
   }

@@ -53,7 +53,8 @@ namespace jit::detail {
   X(cuEventRecord)                \
   X(cuEventSynchronize)           \
   X(cuEventElapsedTime)           \
-  X(cuTensorMapEncodeTiled)
+  X(cuTensorMapEncodeTiled)        \
+  X(cuFuncGetParamInfo)
 
 struct DriverApi {
 #define CUJIT_DECLARE_MEMBER(name) decltype(&::name) name = nullptr;

@@ -35,9 +35,14 @@ void Kernel::launch(const LaunchGeometry& g, const void* params, std::size_t par
                                          int(g.smem_bytes)));
     impl_->smem_opt_in.store(g.smem_bytes, std::memory_order_relaxed);
   }
-  // The parameter struct goes by value through the launch's argument buffer.
-  void* config[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, const_cast<void*>(params), CU_LAUNCH_PARAM_BUFFER_SIZE,
-                    &params_size, CU_LAUNCH_PARAM_END};
+  // The parameter struct is the kernel's only argument, passed by value. (Not
+  // through CU_LAUNCH_PARAM_BUFFER_POINTER: the driver lays that buffer out
+  // wrongly for a 64-byte-aligned struct, such as one holding TMA maps.)
+  if (params_size != impl_->params_size) {
+    throw Error(ErrorCode::Internal, fmt::format("{} takes a {}-byte parameter struct, the launch gives {} bytes",
+                                                 impl_->variant, impl_->params_size, params_size));
+  }
+  void* args[] = {const_cast<void*>(params)};
   CUlaunchConfig launch_config{};
   launch_config.gridDimX = g.grid.x;
   launch_config.gridDimY = g.grid.y;
@@ -47,7 +52,7 @@ void Kernel::launch(const LaunchGeometry& g, const void* params, std::size_t par
   launch_config.blockDimZ = g.block.z;
   launch_config.sharedMemBytes = g.smem_bytes;
   launch_config.hStream = reinterpret_cast<CUstream>(stream);
-  const CUresult result = cu.cuLaunchKernelEx(&launch_config, impl_->function, nullptr, config);
+  const CUresult result = cu.cuLaunchKernelEx(&launch_config, impl_->function, args, nullptr);
   if (result != CUDA_SUCCESS) {
     try {
       detail::throw_driver_error(result, "cuLaunchKernelEx", __FILE__, __LINE__);
@@ -71,6 +76,12 @@ std::unique_ptr<Kernel> load_kernel(const VariantBinary& binary) {
   if (found != CUDA_SUCCESS) {
     cu.cuModuleUnload(impl->module);
     throw_driver_error(found, "cuModuleGetFunction", __FILE__, __LINE__);
+  }
+  std::size_t offset = 0;
+  const CUresult info = cu.cuFuncGetParamInfo(impl->function, 0, &offset, &impl->params_size);
+  if (info != CUDA_SUCCESS) {
+    cu.cuModuleUnload(impl->module);
+    throw_driver_error(info, "cuFuncGetParamInfo", __FILE__, __LINE__);
   }
   return std::make_unique<Kernel>(std::move(impl));
 }

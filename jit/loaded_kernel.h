@@ -15,6 +15,7 @@ struct Kernel::Impl {
   CUfunction function = nullptr;
   std::string variant;
   int registers = -1;
+  std::size_t params_size = 0;  // the kernel's one by-value parameter
   // Largest dynamic shared memory size opted in so far (cuFuncSetAttribute).
   mutable std::atomic<unsigned> smem_opt_in{48 * 1024};
 };

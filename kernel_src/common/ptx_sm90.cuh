@@ -74,7 +74,9 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait_group() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
-// Keeps the compiler from moving accumulator reads/writes across a wait.
+// wgmma reads and writes its accumulator registers asynchronously, which the
+// compiler cannot see: pinning them here (after a wait, before a fence) keeps
+// it from moving their reads or writes across the wgmma.
 template <int R, int C>
 __device__ __forceinline__ void fence_accumulators(float (&d)[R][C]) {
 #pragma unroll

@@ -179,6 +179,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       // on to the next 64-column chunk.
       float s[1][kNT][4];
       mbarrier_wait(k_full(stage), phase);
+      fence_accumulators(s[0]);
       wgmma_fence();
 #pragma unroll
       for (int kt = 0; kt < D / 16; ++kt) {
@@ -190,6 +191,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       }
       wgmma_commit_group();
       wgmma_wait_group<0>();
+      fence_accumulators(s[0]);
       release(k_empty(stage));
 
       if (n >= blocks.first_masked) {
@@ -210,6 +212,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       // O += P V: V is MN-major (head dim contiguous); 16 keys per k-step
       // are 16 rows of every chunk, chunks BN rows apart.
       mbarrier_wait(v_full(stage), phase);
+      fence_accumulators(o[0]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BN / 16; ++kk) {
@@ -219,6 +222,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       }
       wgmma_commit_group();
       wgmma_wait_group<0>();
+      fence_accumulators(o[0]);
       release(v_empty(stage));
     }
     if constexpr (!L.o_in_q) release(q_empty);
