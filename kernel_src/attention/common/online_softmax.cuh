@@ -26,6 +26,15 @@ struct OnlineSoftmax {
 
   // Scores in s become probabilities (unnormalized); o is rescaled.
   __device__ __forceinline__ void update(float (&s)[MT][NT][4], float (&o)[MT][DT][4]) {
+    float correction[MT][2];
+    update_scores(s, correction);
+    rescale(o, correction);
+  }
+
+  // The two halves of update, for kernels that rescale o later (once the
+  // matrix unit has finished writing it): scores -> probabilities, with the
+  // factor o must be multiplied by.
+  __device__ __forceinline__ void update_scores(float (&s)[MT][NT][4], float (&correction)[MT][2]) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -38,7 +47,7 @@ struct OnlineSoftmax {
         // A row with nothing visible yet keeps max -inf: use 0 as the offset so
         // exp2(-inf - 0) = 0 instead of NaN.
         const float m_scaled = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2;
-        const float correction = ex2_approx(row_max[mt][r] * scale_log2 - m_scaled);
+        correction[mt][r] = ex2_approx(row_max[mt][r] * scale_log2 - m_scaled);
         row_max[mt][r] = mx;
         float sum = 0.f;
 #pragma unroll
@@ -47,14 +56,21 @@ struct OnlineSoftmax {
           s[mt][nt][2 * r + 1] = ex2_approx(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_scaled));
           sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
         }
-        row_sum[mt][r] = row_sum[mt][r] * correction + sum;
-#pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-          o[mt][dt][2 * r] *= correction;
-          o[mt][dt][2 * r + 1] *= correction;
-        }
+        row_sum[mt][r] = row_sum[mt][r] * correction[mt][r] + sum;
       }
     }
+  }
+
+  __device__ __forceinline__ static void rescale(float (&o)[MT][DT][4], const float (&correction)[MT][2]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          o[mt][dt][2 * r] *= correction[mt][r];
+          o[mt][dt][2 * r + 1] *= correction[mt][r];
+        }
   }
 
   // Full row sum (quad reduction); call once, after the last block.

@@ -155,6 +155,45 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
     if (lane == 0) mbarrier_arrive(bar);
   };
 
+  // S = Q K^T: D/16 k-steps, 32 bytes apart inside a 128-byte row, then on
+  // to the next 64-column chunk.
+  auto issue_qk = [&](float (&s)[1][kNT][4], int stage) {
+#pragma unroll
+    for (int kt = 0; kt < D / 16; ++kt) {
+      const u32 k_offset = (kt % 4) * 32;
+      const u64 desc_q = smem_descriptor_sw128(sQ_wg + (kt / 4) * BM * kRowBytes + k_offset, 16, 1024);
+      const u64 desc_k =
+          smem_descriptor_sw128(sK + stage * L.kv_bytes + (kt / 4) * BN * kRowBytes + k_offset, 16, 1024);
+      Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kt > 0 ? 1 : 0);
+    }
+  };
+  // O += P V: V is MN-major (head dim contiguous); 16 keys per k-step are 16
+  // rows of every chunk, chunks BN rows apart.
+  auto issue_pv = [&](float (&o)[1][kDT][4], const u32 (&pa)[BN / 16][4], int stage) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      const u64 desc_v = smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
+      Wgmma<D, T>::rs(o[0], pa[kk], desc_v, 1);
+    }
+  };
+  // P as wgmma A fragments: the accumulator layout of two 8-column tiles.
+  auto to_operand_a = [](const float (&s)[1][kNT][4], u32 (&pa)[BN / 16][4]) {
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      pa[kk][0] = cvt_rn_x2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
+      pa[kk][1] = cvt_rn_x2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
+      pa[kk][2] = cvt_rn_x2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
+      pa[kk][3] = cvt_rn_x2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+    }
+  };
+  // Ping-pong: a token passes around the consumer warpgroups; only its
+  // holder issues GEMMs. Named barrier kSchedulerBarrier + w is warpgroup w's
+  // turn: the previous holder arrives on it, w waits on it.
+  constexpr int kSchedulerBarrier = 1 + kConsumers;
+  auto scheduler_wait = [&] { named_barrier_sync(kSchedulerBarrier + wg, 256); };
+  auto scheduler_pass = [&] { named_barrier_arrive(kSchedulerBarrier + (wg + 1) % kConsumers, 256); };
+  if (wg == kConsumers - 1) named_barrier_arrive(kSchedulerBarrier, 256);  // warpgroup 0 starts
+
   int kv_iter = 0;
   int tile_iter = 0;
   for (int index = blockIdx.x; index < p.total_tiles; index += gridDim.x, ++tile_iter) {
@@ -171,59 +210,71 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
     OnlineSoftmax<1, kNT, kDT> softmax(a.scale_log2);
 
     mbarrier_wait(q_full, tile_iter & 1);
-    for (int n = blocks.count - 1; n >= 0; --n, ++kv_iter) {
-      const int stage = kv_iter % STAGES;
-      const u32 phase = (kv_iter / STAGES) & 1;
-
-      // S = Q K^T: D/16 k-steps, 32 bytes apart inside a 128-byte row, then
-      // on to the next 64-column chunk.
+    if (blocks.count > 0) {
+      // Key blocks go last to first, as the producer loads them. Each step
+      // issues S = Q K^T for the next block and O += P V for this one, then
+      // does the next block's softmax while P V runs. Warpgroups take turns
+      // issuing (ping-pong), so one's softmax also hides under another's GEMMs.
+      int n = blocks.count - 1;
+      int stage = kv_iter % STAGES;
+      u32 phase = (kv_iter / STAGES) & 1;
       float s[1][kNT][4];
+      float correction[1][2];
       mbarrier_wait(k_full(stage), phase);
+      scheduler_wait();
       fence_accumulators(s[0]);
       wgmma_fence();
-#pragma unroll
-      for (int kt = 0; kt < D / 16; ++kt) {
-        const u32 k_offset = (kt % 4) * 32;
-        const u64 desc_q = smem_descriptor_sw128(sQ_wg + (kt / 4) * BM * kRowBytes + k_offset, 16, 1024);
-        const u64 desc_k =
-            smem_descriptor_sw128(sK + stage * L.kv_bytes + (kt / 4) * BN * kRowBytes + k_offset, 16, 1024);
-        Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kt > 0 ? 1 : 0);
-      }
+      issue_qk(s, stage);
       wgmma_commit_group();
+      scheduler_pass();
       wgmma_wait_group<0>();
       fence_accumulators(s[0]);
       release(k_empty(stage));
-
-      if (n >= blocks.first_masked) {
-        apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
-      }
-      softmax.update(s, o);
-
-      // P as wgmma A fragments: the accumulator layout of two 8-column tiles.
+      if (n >= blocks.first_masked) apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
+      softmax.update_scores(s, correction);  // O is still zero: no rescale
       u32 pa[BN / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        pa[kk][0] = cvt_rn_x2<T>(s[0][2 * kk][0], s[0][2 * kk][1]);
-        pa[kk][1] = cvt_rn_x2<T>(s[0][2 * kk][2], s[0][2 * kk][3]);
-        pa[kk][2] = cvt_rn_x2<T>(s[0][2 * kk + 1][0], s[0][2 * kk + 1][1]);
-        pa[kk][3] = cvt_rn_x2<T>(s[0][2 * kk + 1][2], s[0][2 * kk + 1][3]);
+      to_operand_a(s, pa);
+
+      for (--n; n >= 0; --n) {
+        const int next_stage = (kv_iter + 1) % STAGES;
+        const u32 next_phase = ((kv_iter + 1) / STAGES) & 1;
+        mbarrier_wait(k_full(next_stage), next_phase);
+        mbarrier_wait(v_full(stage), phase);
+        scheduler_wait();
+        fence_accumulators(s[0]);
+        fence_accumulators(o[0]);
+        wgmma_fence();
+        issue_qk(s, next_stage);
+        wgmma_commit_group();
+        issue_pv(o, pa, stage);
+        wgmma_commit_group();
+        scheduler_pass();
+        wgmma_wait_group<1>();  // S is ready; P V may still run
+        fence_accumulators(s[0]);
+        release(k_empty(next_stage));
+        if (n >= blocks.first_masked) apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
+        softmax.update_scores(s, correction);
+        wgmma_wait_group<0>();
+        fence_accumulators(o[0]);
+        release(v_empty(stage));
+        OnlineSoftmax<1, kNT, kDT>::rescale(o, correction);
+        to_operand_a(s, pa);
+        ++kv_iter;
+        stage = next_stage;
+        phase = next_phase;
       }
 
-      // O += P V: V is MN-major (head dim contiguous); 16 keys per k-step
-      // are 16 rows of every chunk, chunks BN rows apart.
       mbarrier_wait(v_full(stage), phase);
+      scheduler_wait();
       fence_accumulators(o[0]);
       wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BN / 16; ++kk) {
-        const u64 desc_v =
-            smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
-        Wgmma<D, T>::rs(o[0], pa[kk], desc_v, 1);
-      }
+      issue_pv(o, pa, stage);
       wgmma_commit_group();
+      scheduler_pass();
       wgmma_wait_group<0>();
       fence_accumulators(o[0]);
       release(v_empty(stage));
+      ++kv_iter;
     }
     if constexpr (!L.o_in_q) release(q_empty);
 
