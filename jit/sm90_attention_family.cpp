@@ -161,8 +161,11 @@ class Sm90AttentionFamily final : public AttentionFamily {
               Stream stream) const override {
     cujit::Sm90AttnParams p{};
     p.q = tensor_map(t.q, 64);
-    p.k = tensor_map(t.k, launch.block_n);
-    p.v = tensor_map(t.v, launch.block_n);
+    // With no keys the kernel loads no K/V block, but TMA cannot describe an
+    // empty tensor: give it Q's map, never read.
+    const bool no_keys = problem.seq_k == 0;
+    p.k = tensor_map(no_keys ? t.q : t.k, launch.block_n);
+    p.v = tensor_map(no_keys ? t.q : t.v, launch.block_n);
     p.o = tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
     p.m_blocks = int((problem.seq_q + launch.block_m - 1) / launch.block_m);
