@@ -41,14 +41,16 @@ constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
 constexpr int consumer_register_budget(int bm) { return bm == 128 ? 240 : 160; }
 constexpr int estimated_registers(int head_dim, const Sm90Config& c) { return head_dim / 2 + c.bn * 3 / 4 + 32; }
 
-// The config used without tuning: FlashAttention-3's tile shapes for H100,
-// which fit the register and shared-memory budgets below.
-constexpr Sm90Config default_sm90_config(int head_dim) {
-  return head_dim <= 64 ? Sm90Config{192, 128, 2} : head_dim <= 128 ? Sm90Config{128, 128, 2} : Sm90Config{128, 80, 2};
+// The config used without tuning: the tuned winners of most grid shapes on
+// an H200 (docs/perf-log.md); at D = 64, three consumer warpgroups pay off
+// only without the causal mask's short tiles.
+constexpr Sm90Config default_sm90_config(int head_dim, bool causal) {
+  if (head_dim <= 64) return causal ? Sm90Config{128, 128, 2} : Sm90Config{192, 128, 2};
+  return head_dim <= 128 ? Sm90Config{128, 128, 2} : Sm90Config{128, 80, 2};
 }
-static_assert(layout_of(256, default_sm90_config(256)).bytes <= cujit::sm90::kMaxSmemOptIn);
-static_assert(estimated_registers(256, default_sm90_config(256)) <= consumer_register_budget(128));
-static_assert(estimated_registers(64, default_sm90_config(64)) <= consumer_register_budget(192));
+static_assert(layout_of(256, default_sm90_config(256, false)).bytes <= cujit::sm90::kMaxSmemOptIn);
+static_assert(estimated_registers(256, default_sm90_config(256, false)) <= consumer_register_budget(128));
+static_assert(estimated_registers(64, default_sm90_config(64, false)) <= consumer_register_budget(192));
 
 // A 4-D TMA map over (D, S, H, B) of a [B, H, S, D] view, boxes of (64, rows).
 // A dimension of extent 1 may have any stride in the view; TMA wants a
@@ -114,7 +116,8 @@ class Sm90AttentionFamily final : public AttentionFamily {
   }
 
   Json default_config(const Json& spec_json, const Target&) const override {
-    return default_sm90_config(spec_from(spec_json).d);
+    const Sm90Spec s = spec_from(spec_json);
+    return default_sm90_config(s.d, s.causal);
   }
 
   std::string variant_name(const Json& spec_json, const Json& config) const override {

@@ -65,6 +65,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
   constexpr int kDT = D / 8;    // ... of O
   constexpr SmemLayout L(D, BM, BN, STAGES);
   static_assert(L.bytes <= kMaxSmemOptIn, "tile does not fit in shared memory");
+  constexpr bool kOInQ = L.o_in_q;
 
   extern __shared__ unsigned char smem_raw[];
   const u32 base = (smem_addr(smem_raw) + kSmemAlign - 1) & ~u32(kSmemAlign - 1);
@@ -194,6 +195,12 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
   auto scheduler_pass = [&] { named_barrier_arrive(kSchedulerBarrier + (wg + 1) % kConsumers, 256); };
   if (wg == kConsumers - 1) named_barrier_arrive(kSchedulerBarrier, 256);  // warpgroup 0 starts
 
+  // Q's space is free for the next tile once the last S = Q K^T is done,
+  // unless O is staged there (then after the epilogue's store).
+  auto release_q = [&] {
+    if constexpr (!kOInQ) release(q_empty);
+  };
+
   int kv_iter = 0;
   int tile_iter = 0;
   for (int index = blockIdx.x; index < p.total_tiles; index += gridDim.x, ++tile_iter) {
@@ -230,6 +237,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       wgmma_wait_group<0>();
       fence_accumulators(s[0]);
       release(k_empty(stage));
+      if (n == 0) release_q();
       if (n >= blocks.first_masked) apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
       softmax.update_scores(s, correction);  // O is still zero: no rescale
       u32 pa[BN / 16][4];
@@ -252,6 +260,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         wgmma_wait_group<1>();  // S is ready; P V may still run
         fence_accumulators(s[0]);
         release(k_empty(next_stage));
+        if (n == 0) release_q();
         if (n >= blocks.first_masked) apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
         softmax.update_scores(s, correction);
         wgmma_wait_group<0>();
@@ -276,7 +285,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       release(v_empty(stage));
       ++kv_iter;
     }
-    if constexpr (!L.o_in_q) release(q_empty);
+    if (blocks.count == 0) release_q();
 
     // Epilogue: normalize, convert, stage in shared memory with the TMA's
     // 128-byte swizzle (16-byte unit u of row r lands at u ^ (r % 8)), store.
@@ -309,7 +318,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         tma_store_4d(&p.o, sO_wg + c * BM * kRowBytes, c * 64, m_wg, t.head, t.batch);
       bulk_commit_group();
     }
-    if constexpr (L.o_in_q) {
+    if constexpr (kOInQ) {
       // O was staged in Q's space: the next Q may load once the store has read it.
       if (thread == 0) bulk_wait_group_read_0();
       named_barrier_sync(1 + wg, 128);
