@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Per cached sm_90a variant: registers and counts of the SASS instructions
-that matter (HMMA, LDSM, LDGSTS, 16-byte stores, local-memory traffic).
+that matter (HMMA, HGMMA, LDSM, LDGSTS, UTMALDG/UTMASTG, 16-byte stores, local-memory traffic).
 Usage: sass-summary.py CACHE_DIR   (needs cuobjdump on PATH)
 """
 import json
@@ -40,6 +40,7 @@ def main():
                 ops.append(tokens[0])
         count = lambda prefix: sum(1 for op in ops if op.startswith(prefix))
         rows.append(f"{meta['variant']:55} regs {meta.get('registers', -1):4} HMMA {count('HMMA'):4} "
+                    f"HGMMA {count('HGMMA'):3} UTMALDG {count('UTMALDG'):3} UTMASTG {count('UTMASTG'):2} "
                     f"LDSM {count('LDSM'):4} LDGSTS {count('LDGSTS'):3} STG.128 {count('STG.E.128'):3} "
                     f"MUFU.EX2 {count('MUFU.EX2'):4} LDL {count('LDL'):3} STL {count('STL'):3} BAR {count('BAR'):2}")
     print("\n".join(rows) if rows else "no sm_90a entries")
