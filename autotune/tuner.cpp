@@ -45,15 +45,24 @@ TuneResult run_tuning(const std::vector<nlohmann::json>& configs, const TuneHook
     }
   });
   result.compiled = int(fresh.size());
+  std::vector<std::vector<double>> samples(configs.size());
+  for (int round = 0; round < kTimingRounds; ++round) {
+    for (std::size_t k = 0; k < fresh.size(); ++k) {
+      const std::size_t i = fresh[round % 2 == 0 ? k : fresh.size() - 1 - k];
+      TimedCandidate& c = result.candidates[i];
+      if (!c.error.empty()) continue;
+      try {
+        samples[i].push_back(hooks.time_us(c.config));
+      } catch (const std::exception& e) {
+        c.error = std::string("timing failed: ") + e.what();
+      }
+    }
+  }
   for (std::size_t i : fresh) {
     TimedCandidate& c = result.candidates[i];
     if (!c.error.empty()) continue;
-    try {
-      c.median_us = hooks.time_us(c.config);
-      ++result.timed;
-    } catch (const std::exception& e) {
-      c.error = std::string("timing failed: ") + e.what();
-    }
+    c.median_us = median(samples[i]);
+    ++result.timed;
   }
   result.winner = select_winner(result.candidates);
   return result;

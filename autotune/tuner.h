@@ -1,6 +1,11 @@
 // The tuning loop over a pruned space: compile every candidate in parallel
-// (a thread pool the size of the machine), then time them one by one, then
-// select. Candidates already timed in a previous record are not re-timed.
+// (a thread pool the size of the machine), then time them, then select.
+// Candidates already timed in a previous record are not re-timed.
+//
+// Timing goes in kTimingRounds rounds over all candidates, alternately
+// forward and backward, and a candidate's time is the median of its rounds:
+// a GPU whose clock drifts while tuning runs (it heats up, or boosts late)
+// would otherwise favour whichever candidates were timed first.
 #pragma once
 #include <functional>
 #include <string>
@@ -12,11 +17,14 @@
 
 namespace jit::autotune {
 
+constexpr int kTimingRounds = 3;
+
 struct TuneHooks {
   std::function<std::string(const nlohmann::json& config)> variant_name;
   // Must be thread-safe: called from several threads at once. Throws on failure.
   std::function<void(const nlohmann::json& config)> compile;
-  // Called on the calling thread only. Returns the median time in microseconds.
+  // Called on the calling thread only, kTimingRounds times per candidate.
+  // Returns one sample: a median time in microseconds.
   std::function<double(const nlohmann::json& config)> time_us;
 };
 

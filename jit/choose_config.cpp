@@ -54,7 +54,10 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
   hooks.compile = [&](const Json& config) { detail::obtain_binary(family, spec, config, device.target.arch); };
   hooks.time_us = [&](const Json& config) {
     const Kernel& kernel = get_kernel(family, spec, config);
-    const double us = time_on_stream([&] { run(kernel, config, stream); }, stream).median_us;
+    // One of kTimingRounds samples: a third of time_on_stream's usual budget.
+    TimingOptions options;
+    options.target_ms = 10;
+    const double us = time_on_stream([&] { run(kernel, config, stream); }, stream, options).median_us;
     detail::log_debug("  {}: {:.1f} us", kernel.variant(), us);
     return us;
   };
