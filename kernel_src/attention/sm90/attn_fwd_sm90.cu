@@ -73,18 +73,23 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
   const u32 sK = base + L.k;
   const u32 sV = base + L.v;
   const u32 sO = base + L.o;
-  const u32 q_full = base + L.barriers;
-  const u32 q_empty = q_full + 8;
-  auto k_full = [&](int s) { return q_full + 16 + 8 * s; };
-  auto k_empty = [&](int s) { return q_full + 16 + 8 * (STAGES + s); };
-  auto v_full = [&](int s) { return q_full + 16 + 8 * (2 * STAGES + s); };
-  auto v_empty = [&](int s) { return q_full + 16 + 8 * (3 * STAGES + s); };
+  constexpr int kQBuffers = L.q_buffers;
+  const u32 bars = base + L.barriers;
+  auto q_full = [&](int b) { return bars + 8 * b; };
+  auto q_empty = [&](int b) { return bars + 16 + 8 * b; };
+  auto k_full = [&](int s) { return bars + 32 + 8 * s; };
+  auto k_empty = [&](int s) { return bars + 32 + 8 * (STAGES + s); };
+  auto v_full = [&](int s) { return bars + 32 + 8 * (2 * STAGES + s); };
+  auto v_empty = [&](int s) { return bars + 32 + 8 * (3 * STAGES + s); };
   // Consumers release a buffer once per warp.
   constexpr u32 kReleases = kConsumers * 4;
 
   if (threadIdx.x == 0) {
-    mbarrier_init(q_full, 1);
-    mbarrier_init(q_empty, kReleases);
+#pragma unroll
+    for (int b = 0; b < kQBuffers; ++b) {
+      mbarrier_init(q_full(b), 1);
+      mbarrier_init(q_empty(b), kReleases);
+    }
 #pragma unroll
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(k_full(s), 1);
@@ -98,6 +103,13 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
 
   const AttnParams& a = p.attn;
   const int warpgroup = threadIdx.x / 128;
+  // The CTA's tile in round r: rounds of gridDim.x consecutive tiles, dealt
+  // in alternating directions. With causal tiles of a head running longest
+  // to shortest, one direction alone would hand some CTAs the long end of
+  // every round; alternating evens out what each CTA gets.
+  auto tile_index = [&](int r) {
+    return r * int(gridDim.x) + (r % 2 == 0 ? int(blockIdx.x) : int(gridDim.x - 1 - blockIdx.x));
+  };
 
   if (warpgroup == 0) {
     // ---------------------------------------------------------- producer
@@ -107,20 +119,21 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
     prefetch_tensor_map(&p.k);
     prefetch_tensor_map(&p.v);
     int kv_iter = 0;
-    int tile_iter = 0;
-    for (int index = blockIdx.x; index < p.total_tiles; index += gridDim.x, ++tile_iter) {
+    for (int tile_iter = 0, index; (index = tile_index(tile_iter)) < p.total_tiles; ++tile_iter) {
       const Tile t = tile_at<CAUSAL>(index, p);
+      const int qb = tile_iter % kQBuffers;
       const int m0 = t.m_block * BM;
       const int head_kv = t.head / a.group;
       const KeyBlocks blocks = key_blocks<BM, BN, CAUSAL>(m0, a);
 
-      mbarrier_wait(q_empty, (tile_iter & 1) ^ 1);
-      mbarrier_arrive_expect_tx(q_full, L.q_bytes);
+      mbarrier_wait(q_empty(qb), ((tile_iter / kQBuffers) & 1) ^ 1);
+      mbarrier_arrive_expect_tx(q_full(qb), L.q_bytes);
 #pragma unroll
       for (int c = 0; c < L.chunks; ++c)
 #pragma unroll
         for (int w = 0; w < kConsumers; ++w)
-          tma_load_4d(sQ + (c * BM + w * 64) * kRowBytes, &p.q, q_full, c * 64, m0 + w * 64, t.head, t.batch);
+          tma_load_4d(sQ + qb * L.q_bytes + (c * BM + w * 64) * kRowBytes, &p.q, q_full(qb), c * 64, m0 + w * 64,
+                      t.head, t.batch);
 
       // Key blocks go last to first: the masked ones come first.
       for (int n = blocks.count - 1; n >= 0; --n, ++kv_iter) {
@@ -149,7 +162,6 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
   const int thread = threadIdx.x % 128;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const u32 sQ_wg = sQ + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of chunk 0
   const u32 sO_wg = sO + wg * 64 * kRowBytes;
   auto release = [&](u32 bar) {
     __syncwarp();
@@ -158,7 +170,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
 
   // S = Q K^T: D/16 k-steps, 32 bytes apart inside a 128-byte row, then on
   // to the next 64-column chunk.
-  auto issue_qk = [&](float (&s)[1][kNT][4], int stage) {
+  auto issue_qk = [&](float (&s)[1][kNT][4], u32 sQ_wg, int stage) {
 #pragma unroll
     for (int kt = 0; kt < D / 16; ++kt) {
       const u32 k_offset = (kt % 4) * 32;
@@ -197,14 +209,16 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
 
   // Q's space is free for the next tile once the last S = Q K^T is done,
   // unless O is staged there (then after the epilogue's store).
+  int qb = 0;  // this tile's Q buffer
   auto release_q = [&] {
-    if constexpr (!kOInQ) release(q_empty);
+    if constexpr (!kOInQ) release(q_empty(qb));
   };
 
   int kv_iter = 0;
-  int tile_iter = 0;
-  for (int index = blockIdx.x; index < p.total_tiles; index += gridDim.x, ++tile_iter) {
+  for (int tile_iter = 0, index; (index = tile_index(tile_iter)) < p.total_tiles; ++tile_iter) {
     const Tile t = tile_at<CAUSAL>(index, p);
+    qb = tile_iter % kQBuffers;
+    const u32 sQ_wg = sQ + qb * L.q_bytes + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of chunk 0
     const int m0 = t.m_block * BM;
     const int m_wg = m0 + wg * 64;
     const KeyBlocks blocks = key_blocks<BM, BN, CAUSAL>(m0, a);
@@ -216,7 +230,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
     OnlineSoftmax<1, kNT, kDT> softmax(a.scale_log2);
 
-    mbarrier_wait(q_full, tile_iter & 1);
+    mbarrier_wait(q_full(qb), (tile_iter / kQBuffers) & 1);
     if (blocks.count > 0) {
       // Key blocks go last to first, as the producer loads them. Each step
       // issues S = Q K^T for the next block and O += P V for this one, then
@@ -231,7 +245,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       scheduler_wait();
       fence_accumulators(s[0]);
       wgmma_fence();
-      issue_qk(s, stage);
+      issue_qk(s, sQ_wg, stage);
       wgmma_commit_group();
       scheduler_pass();
       wgmma_wait_group<0>();
@@ -252,7 +266,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         fence_accumulators(s[0]);
         fence_accumulators(o[0]);
         wgmma_fence();
-        issue_qk(s, next_stage);
+        issue_qk(s, sQ_wg, next_stage);
         wgmma_commit_group();
         issue_pv(o, pa, stage);
         wgmma_commit_group();
@@ -322,7 +336,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       // O was staged in Q's space: the next Q may load once the store has read it.
       if (thread == 0) bulk_wait_group_read_0();
       named_barrier_sync(1 + wg, 128);
-      release(q_empty);
+      release(q_empty(qb));
     }
   }
   if (thread == 0) bulk_wait_group_0();

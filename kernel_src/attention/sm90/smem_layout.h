@@ -20,10 +20,14 @@ constexpr int kRowBytes = 128;          // one row of a 64-element chunk
 
 struct SmemLayout {
   int chunks;          // D / 64
-  int q_bytes;         // the Q tile (and the O tile)
+  int q_bytes;         // one Q tile (and the O tile)
   int kv_bytes;        // one K or V stage
-  int barrier_bytes;   // q full/empty, then k full, k empty, v full, v empty per stage
-  bool o_in_q;         // O is staged in Q's space (when a separate buffer does not fit)
+  int barrier_bytes;   // q full/empty per Q buffer, then k full, k empty, v full, v empty per stage
+  // In order of preference, what fits: two Q buffers (the next tile's Q loads
+  // while this tile runs) and a separate O buffer (the next Q need not wait
+  // for this tile's store); one Q buffer; one Q buffer that also stages O.
+  int q_buffers;
+  bool o_in_q;
   int q, k, v, o, barriers;  // offsets from the aligned base
   int bytes;           // dynamic shared memory to request, with slack to align the base
 
@@ -31,16 +35,19 @@ struct SmemLayout {
       : chunks(d / 64),
         q_bytes(bm * d * 2),
         kv_bytes(bn * d * 2),
-        barrier_bytes(8 * (2 + 4 * stages)),
-        // O gets its own buffer when it fits, so the next tile's Q can load
-        // during this tile's epilogue.
-        o_in_q(2 * bm * d * 2 + 2 * stages * bn * d * 2 + 8 * (2 + 4 * stages) + kSmemAlign > kMaxSmemOptIn),
+        barrier_bytes(8 * (4 + 4 * stages)),
+        q_buffers(total(2, false, bm * d * 2, bn * d * 2, stages) <= kMaxSmemOptIn ? 2 : 1),
+        o_in_q(total(1, false, bm * d * 2, bn * d * 2, stages) > kMaxSmemOptIn),
         q(0),
-        k(q_bytes),
-        v(q_bytes + stages * kv_bytes),
-        o(o_in_q ? 0 : q_bytes + 2 * stages * kv_bytes),
-        barriers(q_bytes + 2 * stages * kv_bytes + (o_in_q ? 0 : q_bytes)),
+        k(q_buffers * q_bytes),
+        v(q_buffers * q_bytes + stages * kv_bytes),
+        o(o_in_q ? 0 : q_buffers * q_bytes + 2 * stages * kv_bytes),
+        barriers(q_buffers * q_bytes + 2 * stages * kv_bytes + (o_in_q ? 0 : q_bytes)),
         bytes(barriers + barrier_bytes + kSmemAlign) {}
+
+  CUJIT_HOST_DEVICE static constexpr int total(int q_buffers, bool o_in_q, int q_bytes, int kv_bytes, int stages) {
+    return q_buffers * q_bytes + (o_in_q ? 0 : q_bytes) + 2 * stages * kv_bytes + 8 * (4 + 4 * stages) + kSmemAlign;
+  }
 };
 
 }  // namespace cujit::sm90
