@@ -3,9 +3,12 @@
 prints cujit time / peer time per shape, with geometric means over the grid.
 A ratio below 1 means cujit is faster.
 
-With --warm, also the first-call times of a second process on the warm
-cache; with --default, how the untuned default config compares with the
-tuned one (time ratio, above 1: the default is slower).
+With --warm (a second process on the warm cache), the kernel times compared
+are that process's: the first process times each shape right after tuning
+it, with the GPU just out of a burst of load, and measured the same kernels
+5-13% slower (docs/perf-log.md). Its first-call times are printed too.
+With --default, how the untuned default config compares with the tuned one
+(time ratio, above 1: the default is slower).
 
 Usage: compare.py CUJIT_CSV PEERS_CSV [--warm CSV] [--default CSV] [--out RATIOS_CSV]
 """
@@ -30,6 +33,8 @@ def main():
     out_path = options.get("--out")
     cujit_csv, peers_csv = args[:2]
     ours = {key(r): r for r in csv.DictReader(open(cujit_csv))}
+    warm = {key(r): r for r in csv.DictReader(open(options["--warm"]))} if "--warm" in options else {}
+    timed = {k: warm.get(k, r) for k, r in ours.items()}  # the kernel times compared
     peers = {}
     for r in csv.DictReader(open(peers_csv)):
         peers.setdefault(key(r), {})[r["impl"]] = r
@@ -38,7 +43,7 @@ def main():
           + " ".join(f"{'/' + i:>8}" for i in impls) + " | variant")
     logs = {i: {} for i in impls}
     rows = []
-    for k, r in ours.items():
+    for k, r in timed.items():
         us = float(r["us"])
         cells, out = [], dict(tag=k[0], B=k[1], H=k[2], S=k[3], D=k[4], causal=k[5], dtype=k[6], cujit_us=us)
         for i in impls:
@@ -63,7 +68,6 @@ def main():
             parts.append(f"all: {math.exp(sum(all_logs) / len(all_logs)):.3f}")
         print(f"  vs {i:7} " + ", ".join(parts))
     if "--warm" in options or "--default" in options:
-        warm = {key(r): r for r in csv.DictReader(open(options["--warm"]))} if "--warm" in options else {}
         default = {key(r): r for r in csv.DictReader(open(options["--default"]))} if "--default" in options else {}
         print("first call (compile + tune, or load) in ms, and the untuned default config's time / tuned time:")
         print(f"{'tag':10} {'S':>6} {'D':>4} {'c':>2} | {'cold ms':>8} {'warm ms':>8} | {'default/tuned':>13} | default variant")
@@ -71,7 +75,7 @@ def main():
         for k, r in ours.items():
             w = warm.get(k)
             d = default.get(k)
-            ratio = float(d["us"]) / float(r["us"]) if d else float("nan")
+            ratio = float(d["us"]) / float(timed[k]["us"]) if d else float("nan")
             if ratio == ratio and k[0] == "grid":
                 worst = max(worst, ratio)
             print(f"{k[0]:10} {k[3]:6} {k[4]:4} {int(k[5]):2} | {float(r['first_call_ms']):8.0f} "
