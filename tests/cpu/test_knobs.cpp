@@ -57,6 +57,18 @@ TEST(Knobs, AutotuneModeRejectsGarbage) {
   }
 }
 
+TEST(Knobs, FamilyChoiceDocumentedValues) {
+  using jit::detail::FamilyChoice;
+  EXPECT_EQ(jit::detail::parse_family_choice(nullptr), FamilyChoice::automatic);
+  EXPECT_EQ(jit::detail::parse_family_choice(""), FamilyChoice::automatic);
+  EXPECT_EQ(jit::detail::parse_family_choice("auto"), FamilyChoice::automatic);
+  EXPECT_EQ(jit::detail::parse_family_choice("portable"), FamilyChoice::portable);
+  EXPECT_EQ(jit::detail::parse_family_choice("sm90"), FamilyChoice::sm90);
+  for (const char* value : {"SM90", "hopper", "sm_90a"}) {
+    expect_invalid_naming("CUJIT_FAMILY", value, [&] { jit::detail::parse_family_choice(value); });
+  }
+}
+
 TEST(Knobs, BoolKnobDocumentedValues) {
   // Unset or empty: the fallback.
   EXPECT_TRUE(jit::detail::parse_bool_knob("CUJIT_DISK_CACHE", nullptr, true));
