@@ -1,0 +1,170 @@
+// cujit-sass: what the compiled variants in a cache turned into. For each
+// cubin: registers, spills and local memory, static shared memory, counts of
+// the instructions that matter (HGMMA, HMMA, UTMALDG, LDGSTS, ...), and every
+// branch classified by what its predicate depends on; a branch on loaded data
+// is flagged (attention's control flow should depend only on shapes).
+// Runs where cuobjdump (CUDA toolkit) is; --sass reads saved SASS instead.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+
+#include "cache/cache_scan.h"
+#include "cache/cubin_store.h"
+#include "jit/cujit.h"
+#include "tools/sass_audit.h"
+
+namespace {
+
+struct Variant {
+  std::string name;  // variant name from the cache entry, or the function name
+  std::string arch;
+  nlohmann::json resources;  // registers, spill bytes, local, static shared
+  jit::sass::Audit audit;
+};
+
+std::string run_command(const std::string& command) {
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("could not run " + command);
+  std::string out;
+  char buffer[65536];
+  for (std::size_t n; (n = fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = pclose(pipe);
+  if (status != 0) {
+    throw std::runtime_error(fmt::format("`{}` failed (status {}); cujit-sass needs cuobjdump from the CUDA toolkit "
+                                         "(on PATH, or give --cuobjdump)",
+                                         command, status));
+  }
+  return out;
+}
+
+// "Function f: REG:168 STACK:0 SHARED:0 LOCAL:0 ..." from cuobjdump -res-usage.
+nlohmann::json resource_usage(const std::string& text) {
+  static const std::regex pattern(R"(REG:(\d+) STACK:(\d+) SHARED:(\d+) LOCAL:(\d+))");
+  std::smatch m;
+  if (!std::regex_search(text, m, pattern)) return nlohmann::json::object();
+  return {{"registers", std::stoi(m[1])},
+          {"stack_bytes", std::stoi(m[2])},
+          {"static_shared_bytes", std::stoi(m[3])},
+          {"local_bytes", std::stoi(m[4])}};
+}
+
+std::vector<Variant> variants_in_cache(const std::string& root, const std::string& cuobjdump,
+                                       const std::string& filter) {
+  std::vector<Variant> out;
+  char temp_name[] = "/tmp/cujit-sass-XXXXXX";
+  const int fd = mkstemp(temp_name);
+  if (fd < 0) throw std::runtime_error("could not create a temporary file");
+  close(fd);
+  for (const jit::cache::CacheFile& file : jit::cache::scan_cache(root).files) {
+    if (file.kind != jit::cache::CacheFileKind::cubin || !file.regular) continue;
+    const auto contents = jit::cache::read_file_with_identity(file.path);
+    if (!contents) continue;
+    const auto entry = jit::cache::CubinStore::decode(jit::cache::entry_hex_name(file.relative), contents->bytes);
+    if (!entry) {
+      std::cerr << "cujit-sass: skipping " << file.relative << ": not a valid cache entry\n";
+      continue;
+    }
+    Variant v;
+    v.name = entry->meta.value("variant", file.relative);
+    v.arch = entry->meta.value("arch", "");
+    if (!filter.empty() && v.name.find(filter) == std::string::npos) continue;
+    std::ofstream(temp_name, std::ios::binary) << entry->payload;
+    v.resources = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, temp_name)));
+    v.resources["spill_store_bytes"] = entry->meta.value("spill_store_bytes", 0);
+    v.resources["spill_load_bytes"] = entry->meta.value("spill_load_bytes", 0);
+    const auto functions = jit::sass::parse_sass(run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, temp_name)));
+    for (const auto& f : functions) {
+      if (f.instructions.empty()) continue;
+      v.audit = jit::sass::audit_function(f);
+      out.push_back(v);
+    }
+  }
+  unlink(temp_name);
+  return out;
+}
+
+std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, const std::string& filter) {
+  std::vector<Variant> out;
+  for (const std::string& path : paths) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error("cannot read " + path);
+    std::stringstream text;
+    text << in.rdbuf();
+    for (const auto& f : jit::sass::parse_sass(text.str())) {
+      if (f.instructions.empty() || (!filter.empty() && f.name.find(filter) == std::string::npos)) continue;
+      out.push_back({f.name, "", nlohmann::json::object(), jit::sass::audit_function(f)});
+    }
+  }
+  return out;
+}
+
+void print_table(const std::vector<Variant>& variants) {
+  fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5}\n", "variant",
+             "regs", "spill", "local", "shared", "HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDL", "STL",
+             "branches", "data");
+  for (const Variant& v : variants) {
+    const auto& c = v.audit.counts;
+    const auto& r = v.resources;
+    fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5}\n", v.name,
+               r.value("registers", -1), r.value("spill_store_bytes", 0) + r.value("spill_load_bytes", 0),
+               r.value("local_bytes", 0), r.value("static_shared_bytes", 0), c.at("HGMMA"), c.at("HMMA"),
+               c.at("UTMALDG"), c.at("UTMASTG"), c.at("LDGSTS"), c.at("LDL"), c.at("STL"), v.audit.branches.size(),
+               v.audit.data_branches());
+    for (const auto& b : v.audit.branches) {
+      if (b.kind == jit::sass::BranchKind::data || b.kind == jit::sass::BranchKind::indirect) {
+        fmt::print("    {} branch at 0x{:04x}: {}\n", jit::sass::to_string(b.kind), b.address, b.text);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cujit-sass: instruction counts and a branch audit of the compiled variants in the cache"};
+  std::string cache_dir;
+  std::vector<std::string> sass_files;
+  std::string filter;
+  std::string cuobjdump = "cuobjdump";
+  bool json = false;
+  bool strict = false;
+  app.add_option("--cache", cache_dir, "cache root (default: CUJIT_CACHE_DIR or the default cache)");
+  app.add_option("--sass", sass_files, "read saved `cuobjdump -sass` output instead of the cache (repeatable)");
+  app.add_option("--variant", filter, "only variants whose name contains this");
+  app.add_option("--cuobjdump", cuobjdump, "the cuobjdump to run");
+  app.add_flag("--json", json, "one JSON array on stdout instead of the table");
+  app.add_flag("--strict", strict, "exit 1 when any branch depends on loaded data");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const std::vector<Variant> variants =
+        sass_files.empty() ? variants_in_cache(cache_dir.empty() ? jit::cache_directory() : cache_dir, cuobjdump, filter)
+                           : variants_in_files(sass_files, filter);
+    int flagged = 0;
+    for (const Variant& v : variants) flagged += v.audit.data_branches();
+    if (json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const Variant& v : variants) {
+        nlohmann::json j = jit::sass::to_json(v.audit);
+        j["variant"] = v.name;
+        j["arch"] = v.arch;
+        j["resources"] = v.resources;
+        out.push_back(j);
+      }
+      std::cout << out.dump(2) << "\n";
+    } else {
+      print_table(variants);
+      fmt::print("{} variants, {} data-dependent branches\n", variants.size(), flagged);
+    }
+    return strict && flagged > 0 ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::cerr << "cujit-sass: " << e.what() << "\n";
+    return 2;
+  }
+}

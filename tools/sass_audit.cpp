@@ -1,0 +1,360 @@
+#include "tools/sass_audit.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <optional>
+#include <cstdint>
+#include <deque>
+#include <regex>
+#include <set>
+#include <sstream>
+
+namespace jit::sass {
+namespace {
+
+// ---------------------------------------------------------------- parsing
+
+std::string trim(const std::string& s) {
+  const auto begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  const auto end = s.find_last_not_of(" \t");
+  return s.substr(begin, end - begin + 1);
+}
+
+// Splits on commas outside brackets ("desc[UR4][R2.64+0x10]" stays whole).
+std::vector<std::string> split_operands(const std::string& s) {
+  std::vector<std::string> out;
+  std::string current;
+  int depth = 0;
+  for (char c : s) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(current));
+      current.clear();
+    } else {
+      current += c;
+    }
+  }
+  if (!trim(current).empty()) out.push_back(trim(current));
+  return out;
+}
+
+Instruction parse_instruction(unsigned address, const std::string& body) {
+  Instruction in;
+  in.address = address;
+  in.text = body;
+  std::istringstream words(body);
+  std::string word;
+  words >> word;
+  if (!word.empty() && word[0] == '@') {
+    in.guard_negated = word.size() > 1 && word[1] == '!';
+    in.guard = word.substr(in.guard_negated ? 2 : 1);
+    if (in.guard == "PT" || in.guard == "UPT") in.guard.clear();  // always true (or, negated, never)
+    words >> word;
+  }
+  in.opcode = word;
+  std::string rest;
+  std::getline(words, rest);
+  in.operands = split_operands(rest);
+  return in;
+}
+
+// ---------------------------------------------------------------- registers
+
+// Dense indices: R0-R255, UR0-UR63, P0-P7, UP0-UP7. RZ, URZ, PT, UPT are
+// constants and have none.
+constexpr int kUniformBase = 256;
+constexpr int kPredicateBase = 320;
+constexpr int kUniformPredicateBase = 328;
+constexpr int kRegisters = 336;
+
+struct RegisterRef {
+  int index = -1;
+  int width = 1;
+};
+
+// Registers named in an operand, with ".64"/".128" widening an address pair.
+std::vector<RegisterRef> registers_in(const std::string& operand) {
+  static const std::regex pattern(R"((^|[^A-Za-z0-9_])(UR|R|UP|P)(\d+)(\.64|\.128)?)");
+  std::vector<RegisterRef> out;
+  for (std::sregex_iterator it(operand.begin(), operand.end(), pattern), end; it != end; ++it) {
+    const std::string kind = (*it)[2];
+    const int n = std::stoi((*it)[3]);
+    const std::string suffix = (*it)[4];
+    RegisterRef r;
+    r.width = suffix == ".64" ? 2 : suffix == ".128" ? 4 : 1;
+    if (kind == "R" && n < 256) r.index = n;
+    if (kind == "UR" && n < 64) r.index = kUniformBase + n;
+    if (kind == "P" && n < 8) r.index = kPredicateBase + n;
+    if (kind == "UP" && n < 8) r.index = kUniformPredicateBase + n;
+    if (r.index >= 0) out.push_back(r);
+  }
+  return out;
+}
+
+bool is_bare_register(const std::string& operand) {
+  if (operand.empty() || operand.find('[') != std::string::npos) return false;
+  static const std::regex pattern(R"([-!|]*(UR|R|UP|P)(\d+|Z|T)(\.[A-Za-z0-9_]+)*\|?)");
+  return std::regex_match(operand, pattern);
+}
+bool is_predicate(const std::string& operand) {
+  static const std::regex pattern(R"(!?U?P(\d+|T))");
+  return std::regex_match(operand, pattern);
+}
+
+std::string base_opcode(const std::string& opcode) { return opcode.substr(0, opcode.find('.')); }
+bool has_modifier(const std::string& opcode, const std::string& modifier) {
+  return opcode.find("." + modifier) != std::string::npos;
+}
+
+// How many registers a destination spans.
+int destination_width(const Instruction& in) {
+  const std::string base = base_opcode(in.opcode);
+  if (base == "HGMMA") {
+    static const std::regex shape(R"(\.64x(\d+)x)");
+    std::smatch m;
+    if (std::regex_search(in.opcode, m, shape)) return std::stoi(m[1]) / 2;
+    return 128;
+  }
+  if (base == "HMMA" || base == "IMMA") return 4;
+  if (base == "LDSM") return has_modifier(in.opcode, "4") ? 4 : has_modifier(in.opcode, "2") ? 2 : 1;
+  if (has_modifier(in.opcode, "128")) return 4;
+  if (has_modifier(in.opcode, "64") || has_modifier(in.opcode, "WIDE")) return 2;
+  return 1;
+}
+
+// Where a value can come from: bits of a mark.
+constexpr std::uint8_t kData = 1;  // memory holding the inputs
+constexpr std::uint8_t kSync = 2;  // synchronization state
+
+// Destinations carry data whatever the operands: loads of global, shared or
+// local memory, and wgmma (which reads its operands from shared memory).
+bool loads_data(const std::string& base) {
+  static const std::set<std::string> loads = {"LDG", "LDS", "LDSM", "LD", "LDL", "ATOM", "ATOMS", "ATOMG",
+                                              "HGMMA", "TLD", "TEX", "SULD", "SUATOM"};
+  return loads.count(base) > 0;
+}
+bool reads_sync_state(const std::string& base) { return base == "SYNCS"; }
+
+// Operand positions written. Operand 0 when it is a register; operand 1 too
+// for compare-and-set instructions (two predicate outputs), shuffles (a
+// predicate, then the value) and carry-out forms ("IADD3 R4, P0, ...").
+std::vector<std::size_t> destination_operands(const Instruction& in) {
+  std::vector<std::size_t> out;
+  if (in.operands.empty() || !is_bare_register(in.operands[0])) return out;
+  out.push_back(0);
+  const std::string base = base_opcode(in.opcode);
+  const bool two_outputs = base.find("SETP") != std::string::npos || base == "PLOP3" || base == "UPLOP3" ||
+                           base == "SHFL";
+  if (in.operands.size() > 1 && (two_outputs || is_predicate(in.operands[1])) && is_bare_register(in.operands[1])) {
+    out.push_back(1);
+  }
+  return out;
+}
+
+bool is_branch(const std::string& base) { return base == "BRA" || base == "BRX" || base == "JMX" || base == "JMP"; }
+bool ends_flow(const std::string& base) { return base == "EXIT" || base == "RET"; }
+
+std::optional<unsigned> branch_target(const Instruction& in) {
+  for (const std::string& operand : in.operands) {
+    if (operand.rfind("0x", 0) == 0) return unsigned(std::stoul(operand, nullptr, 16));
+  }
+  return std::nullopt;
+}
+
+// The predicate a branch tests: its guard, or a predicate operand ("BRA.U !UP0, 0x...").
+std::optional<int> branch_condition(const Instruction& in) {
+  if (!in.guard.empty()) return registers_in(in.guard).at(0).index;
+  for (const std::string& operand : in.operands) {
+    if (is_predicate(operand) && operand.find("PT") == std::string::npos) return registers_in(operand).at(0).index;
+  }
+  return std::nullopt;
+}
+
+using Marks = std::array<std::uint8_t, kRegisters>;
+
+void mark_range(Marks& marks, const RegisterRef& r, int width, std::uint8_t value, bool replace) {
+  for (int i = 0; i < width && r.index + i < kRegisters; ++i) {
+    std::uint8_t& m = marks[std::size_t(r.index + i)];
+    m = replace ? value : std::uint8_t(m | value);
+  }
+}
+
+// Applies one instruction to the marks.
+void transfer(const Instruction& in, Marks& marks) {
+  const std::string base = base_opcode(in.opcode);
+  const std::vector<std::size_t> dests = destination_operands(in);
+  std::uint8_t sources = 0;
+  const bool wide_sources = has_modifier(in.opcode, "64") || has_modifier(in.opcode, "WIDE");
+  for (std::size_t i = 0; i < in.operands.size(); ++i) {
+    if (std::find(dests.begin(), dests.end(), i) != dests.end()) continue;
+    for (const RegisterRef& r : registers_in(in.operands[i])) {
+      const int width = wide_sources && r.index < kUniformBase + 64 ? std::max(r.width, 2) : r.width;
+      for (int k = 0; k < width && r.index + k < kRegisters; ++k) sources |= marks[std::size_t(r.index + k)];
+    }
+  }
+  if (base == "HGMMA" || base == "HMMA") {
+    // The accumulator is read as well as written.
+    for (const RegisterRef& r : registers_in(in.operands.empty() ? "" : in.operands[0])) {
+      for (int k = 0; k < destination_width(in) && r.index + k < kRegisters; ++k)
+        sources |= marks[std::size_t(r.index + k)];
+    }
+  }
+  std::uint8_t value = sources;
+  if (loads_data(base)) value |= kData;
+  if (reads_sync_state(base)) value |= kSync;
+  const bool guarded = !in.guard.empty();
+  if (guarded) value |= marks[std::size_t(registers_in(in.guard).at(0).index)];
+  for (std::size_t d : dests) {
+    for (const RegisterRef& r : registers_in(in.operands[d])) {
+      const int width = d == 0 ? destination_width(in) : 1;
+      // A predicated write may not happen: the old marks stay possible.
+      mark_range(marks, r, width, value, !guarded);
+    }
+  }
+}
+
+BranchKind classify(std::uint8_t condition_marks) {
+  if (condition_marks & kData) return BranchKind::data;
+  if (condition_marks & kSync) return BranchKind::sync;
+  return BranchKind::index;
+}
+
+}  // namespace
+
+const char* to_string(BranchKind kind) {
+  switch (kind) {
+    case BranchKind::unconditional: return "unconditional";
+    case BranchKind::index: return "index";
+    case BranchKind::sync: return "sync";
+    case BranchKind::data: return "data";
+    case BranchKind::indirect: return "indirect";
+  }
+  return "?";
+}
+
+std::vector<Function> parse_sass(const std::string& text) {
+  static const std::regex function_line(R"(Function\s*:\s*(\S+))");
+  static const std::regex instruction_line(R"(^\s*/\*([0-9a-fA-F]+)\*/\s*(.*?)\s*;)");
+  std::vector<Function> functions;
+  std::istringstream lines(text);
+  std::string line;
+  std::smatch m;
+  while (std::getline(lines, line)) {
+    if (std::regex_search(line, m, function_line)) {
+      functions.push_back({m[1], {}});
+    } else if (std::regex_search(line, m, instruction_line)) {
+      if (functions.empty()) functions.push_back({"", {}});
+      functions.back().instructions.push_back(parse_instruction(unsigned(std::stoul(m[1], nullptr, 16)), m[2]));
+    }
+  }
+  return functions;
+}
+
+int Audit::data_branches() const {
+  int n = 0;
+  for (const Branch& b : branches) n += b.kind == BranchKind::data;
+  return n;
+}
+
+Audit audit_function(const Function& function) {
+  Audit audit;
+  audit.function = function.name;
+  const std::vector<Instruction>& code = function.instructions;
+  for (const std::string& family : kCountedOpcodes) audit.counts[family] = 0;
+  for (const Instruction& in : code) {
+    for (const std::string& family : kCountedOpcodes) {
+      if (in.opcode == family || in.opcode.rfind(family + ".", 0) == 0) ++audit.counts[family];
+    }
+  }
+  if (code.empty()) return audit;
+
+  // Basic blocks: starts at branch targets and after branches and exits.
+  std::map<unsigned, std::size_t> index_of;
+  for (std::size_t i = 0; i < code.size(); ++i) index_of[code[i].address] = i;
+  std::set<std::size_t> starts = {0};
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    const std::string base = base_opcode(code[i].opcode);
+    if (is_branch(base) || ends_flow(base)) {
+      if (i + 1 < code.size()) starts.insert(i + 1);
+      if (const auto target = branch_target(code[i]); target && index_of.count(*target)) starts.insert(index_of[*target]);
+    }
+  }
+  std::map<std::size_t, Marks> entry;  // block start -> marks on entry (joined over predecessors)
+  std::map<unsigned, Branch> branches;
+  std::deque<std::size_t> work = {0};
+  entry[0].fill(0);
+  std::set<std::size_t> queued = {0};
+  while (!work.empty()) {
+    const std::size_t start = work.front();
+    work.pop_front();
+    queued.erase(start);
+    Marks marks = entry[start];
+    auto flow_to = [&](std::size_t next) {
+      auto [it, fresh] = entry.try_emplace(next, marks);
+      bool changed = fresh;
+      if (!fresh) {
+        for (int r = 0; r < kRegisters; ++r) {
+          const std::uint8_t joined = it->second[std::size_t(r)] | marks[std::size_t(r)];
+          changed |= joined != it->second[std::size_t(r)];
+          it->second[std::size_t(r)] = joined;
+        }
+      }
+      if (changed && queued.insert(next).second) work.push_back(next);
+    };
+    for (std::size_t i = start; i < code.size(); ++i) {
+      if (i != start && starts.count(i)) {
+        flow_to(i);
+        break;
+      }
+      const Instruction& in = code[i];
+      const std::string base = base_opcode(in.opcode);
+      if (is_branch(base) || ends_flow(base)) {
+        const std::optional<int> condition = branch_condition(in);
+        const bool conditional = condition.has_value();
+        if (is_branch(base) || conditional) {
+          Branch& b = branches[in.address];
+          b.address = in.address;
+          b.text = in.text;
+          const BranchKind kind = base == "BRX" || base == "JMX" ? BranchKind::indirect
+                                  : conditional ? classify(marks[std::size_t(*condition)])
+                                                : BranchKind::unconditional;
+          // Over iterations the marks only grow: keep the strongest kind seen.
+          b.kind = std::max(b.kind, kind);
+        }
+        if (const auto target = branch_target(in); is_branch(base) && target && index_of.count(*target)) {
+          flow_to(index_of[*target]);
+        }
+        if (conditional && i + 1 < code.size()) flow_to(i + 1);
+        break;
+      }
+      transfer(in, marks);
+      if (i + 1 == code.size()) break;
+    }
+  }
+  for (auto& [address, b] : branches) audit.branches.push_back(b);
+  return audit;
+}
+
+nlohmann::json to_json(const Audit& audit) {
+  nlohmann::json j;
+  j["function"] = audit.function;
+  j["counts"] = audit.counts;
+  std::map<std::string, int> by_kind;
+  nlohmann::json flagged = nlohmann::json::array();
+  for (const Branch& b : audit.branches) {
+    ++by_kind[to_string(b.kind)];
+    if (b.kind == BranchKind::data || b.kind == BranchKind::indirect) {
+      char address[16];
+      std::snprintf(address, sizeof address, "0x%04x", b.address);
+      flagged.push_back({{"address", address}, {"kind", to_string(b.kind)}, {"instruction", b.text}});
+    }
+  }
+  j["branches"] = by_kind;
+  j["flagged_branches"] = flagged;
+  return j;
+}
+
+}  // namespace jit::sass

@@ -1,0 +1,70 @@
+// A reading of SASS text (cuobjdump -sass): instruction counts that show
+// whether a kernel compiled to what was meant (HGMMA, TMA, no local memory),
+// and a dataflow audit of its branches.
+//
+// The audit marks every register and predicate with where its value can come
+// from: memory that holds the inputs (global/shared loads, and wgmma, which
+// reads shared memory), or synchronization state (mbarrier phase checks).
+// Values from parameters, special registers (thread/block indices) and
+// constants are clean. Marks flow forward through instructions and across the
+// control-flow graph; an unpredicated write replaces a register's marks, a
+// predicated one adds to them. A conditional branch whose predicate carries
+// the data mark can make the kernel's timing depend on q, k or v.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace jit::sass {
+
+struct Instruction {
+  unsigned address = 0;
+  std::string guard;    // "P0", "UP1", ... or "" when unpredicated (PT)
+  bool guard_negated = false;
+  std::string opcode;   // full, with modifiers: "ISETP.GE.AND"
+  std::vector<std::string> operands;
+  std::string text;     // the instruction as printed, without the address and ';'
+};
+
+struct Function {
+  std::string name;
+  std::vector<Instruction> instructions;
+};
+
+// Every function in cuobjdump -sass output, instructions in address order.
+std::vector<Function> parse_sass(const std::string& text);
+
+enum class BranchKind {
+  unconditional,  // BRA with no predicate, or a predicate that is always true
+  index,          // predicate computed from indices, lengths and parameters only
+  sync,           // predicate from synchronization state (an mbarrier wait loop)
+  data,           // predicate may depend on loaded data: flagged
+  indirect,       // target not in the instruction (BRX, JMX): not analysed
+};
+const char* to_string(BranchKind kind);
+
+struct Branch {
+  unsigned address = 0;
+  std::string text;
+  BranchKind kind = BranchKind::unconditional;
+};
+
+struct Audit {
+  std::string function;
+  std::map<std::string, int> counts;  // opcode family -> instructions (see kCountedOpcodes)
+  std::vector<Branch> branches;
+  int data_branches() const;
+};
+
+// Opcode families counted, by prefix.
+inline const std::vector<std::string> kCountedOpcodes = {"HGMMA", "HMMA",   "UTMALDG", "UTMASTG", "LDGSTS",
+                                                         "LDG",   "STG",    "LDS",     "STS",     "LDSM",
+                                                         "LDL",   "STL",    "MUFU.EX2", "BAR",    "SYNCS"};
+
+Audit audit_function(const Function& function);
+
+nlohmann::json to_json(const Audit& audit);
+
+}  // namespace jit::sass
