@@ -117,11 +117,20 @@ std::vector<AttentionShape> parse_attention_manifest(const std::string& json_tex
   return shapes;
 }
 
-std::vector<AttentionShape> all_attention_specializations() {
+std::vector<AttentionShape> all_attention_specializations(const std::string& arch) {
+  const Target target = offline_target(arch);
   std::vector<AttentionShape> shapes;
   for (DType dtype : {DType::f16, DType::bf16})
-    for (int d : {64, 128})
-      for (bool causal : {false, true}) shapes.push_back(AttentionShape{1, 16, 1024, d, dtype, causal});
+    for (int d : {64, 128, 256})
+      for (bool causal : {false, true}) {
+        const AttentionShape shape{1, 16, 1024, d, dtype, causal};
+        try {
+          detail::attention_family_for(problem_of(shape), target);
+          shapes.push_back(shape);
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this arch
+        }
+      }
   return shapes;
 }
 

@@ -28,9 +28,9 @@ AttentionShape parse_attention_shape(const std::string& text);
 /// "head_dim":64,"dtype":"fp16","causal":false}, ...]}.
 std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text);
 
-/// Every shape the shipped attention families specialize on (all head dims,
-/// dtypes, causal), for --all.
-std::vector<AttentionShape> all_attention_specializations();
+/// Every shape the shipped attention families specialize on for `arch` (each
+/// head dim a family serves there, both dtypes, causal or not), for --all.
+std::vector<AttentionShape> all_attention_specializations(const std::string& arch);
 
 struct WarmupSummary {
   int compiled = 0;  ///< variants NVRTC compiled now

@@ -44,10 +44,7 @@ int main(int argc, char** argv) {
       text << file.rdbuf();
       for (const auto& s : jit::parse_attention_manifest(text.str())) shapes.push_back(s);
     }
-    if (all) {
-      for (const auto& s : jit::all_attention_specializations()) shapes.push_back(s);
-    }
-    if (shapes.empty()) {
+    if (shapes.empty() && !all) {
       std::cerr << "cujit-warmup: nothing to do: give --shape, --manifest or --all\n";
       return 2;
     }
@@ -60,12 +57,29 @@ int main(int argc, char** argv) {
                  r.from_cache ? "(cached)" : "");
       if (done == total) fmt::print(stderr, "\n");
     };
-    jit::WarmupSummary summary = jit::warm_up_attention(archs, shapes, threads, progress);
+    // With --all each arch gets the specializations its families serve there
+    // (head dim 256 only where the sm90 family runs).
+    jit::WarmupSummary summary;
+    std::vector<jit::AttentionShape> tuned_shapes = shapes;
+    for (const std::string& arch : archs) {
+      std::vector<jit::AttentionShape> arch_shapes = shapes;
+      if (all) {
+        const auto more = jit::all_attention_specializations(arch);
+        arch_shapes.insert(arch_shapes.end(), more.begin(), more.end());
+        if (jit::gpu_present() && jit::current_target().arch == arch) tuned_shapes = arch_shapes;
+      }
+      const jit::WarmupSummary one = jit::warm_up_attention({arch}, arch_shapes, threads, progress);
+      summary.compiled += one.compiled;
+      summary.cached += one.cached;
+      summary.failed += one.failed;
+      summary.seconds += one.seconds;
+      summary.errors.insert(summary.errors.end(), one.errors.begin(), one.errors.end());
+    }
     std::string tune_note;
     if (!no_tune && jit::gpu_present()) {
       const std::string arch = jit::current_target().arch;
       if (std::find(archs.begin(), archs.end(), arch) != archs.end()) {
-        jit::tune_attention_shapes(shapes, summary);
+        jit::tune_attention_shapes(tuned_shapes, summary);
       } else {
         tune_note = fmt::format("not tuned: this GPU is {}, not among --arch", arch);
       }

@@ -2,6 +2,7 @@
 // into the disk cache through NVRTC (no GPU needed).
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -175,20 +176,30 @@ TEST(ParseAttentionManifest, RejectsMissingOrBadFields) {
 
 // --- all_attention_specializations ----------------------------------------------------
 
-TEST(AllAttentionSpecializations, CoversDtypesHeadDimsAndCausal) {
+// The head dims each arch's families serve, with both dtypes and causal or not.
+void expect_specializations(const std::string& arch, const std::set<std::int64_t>& head_dims) {
+  SCOPED_TRACE(arch);
   std::set<std::tuple<DType, std::int64_t, bool>> seen;
-  for (const AttentionShape& s : jit::all_attention_specializations()) {
+  for (const AttentionShape& s : jit::all_attention_specializations(arch)) {
     EXPECT_GT(s.batch, 0);
     EXPECT_GT(s.heads, 0);
     EXPECT_GT(s.seq, 0);
+    EXPECT_TRUE(head_dims.count(s.head_dim)) << "head dim " << s.head_dim << " is not served on " << arch;
     seen.insert({s.dtype, s.head_dim, s.causal});
   }
   for (DType dtype : {DType::f16, DType::bf16})
-    for (std::int64_t d : {64, 128})
+    for (std::int64_t d : head_dims)
       for (bool causal : {false, true}) {
         EXPECT_TRUE(seen.count({dtype, d, causal}))
             << jit::to_string(dtype) << " d" << d << (causal ? " causal" : "");
       }
+}
+
+TEST(AllAttentionSpecializations, CoversWhatEachArchServes) {
+  if (std::getenv("CUJIT_FAMILY") != nullptr) GTEST_SKIP() << "CUJIT_FAMILY is set";
+  expect_specializations("sm_90a", {64, 128, 256});
+  expect_specializations("sm_89", {64, 128});
+  expect_specializations("sm_80", {64, 128});
 }
 
 // --- warm_up_attention (NVRTC, no GPU) -------------------------------------------------
