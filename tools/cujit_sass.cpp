@@ -18,7 +18,7 @@
 #include "cache/cache_scan.h"
 #include "cache/cubin_store.h"
 #include "jit/cujit.h"
-#include "tools/sass_audit.h"
+#include "sass/sass_audit.h"
 
 namespace {
 

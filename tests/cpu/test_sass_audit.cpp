@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/sass_audit.h"
+#include "sass/sass_audit.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "tools/sass_audit.h"
+#include "sass/sass_audit.h"
 
 #include <algorithm>
 #include <array>
