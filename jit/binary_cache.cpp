@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -111,47 +112,33 @@ void report_store_failure(const std::string& variant, const std::string& arch, c
   }
 }
 
-}  // namespace
+// Step 1: the disk cache. True (and `out` filled) on a hit; an entry that
+// does not match what is asked for is a miss.
+bool load_cached(const std::filesystem::path& root, const std::string& key, VariantBinary& out) {
+  const cache::CubinStore store(root);
+  auto entry = store.load(key);
+  if (!entry) return false;
+  const Json& meta = entry->meta;
+  if (const std::string why = entry_mismatch(meta, out.variant, out.arch); !why.empty()) {
+    log_debug("disk cache entry {} is a miss for {} ({}): {}; recompiling", key, out.variant, out.arch, why);
+    return false;
+  }
+  out.cubin = std::move(entry->payload);
+  out.lowered_name = meta_string(meta, "lowered_name");
+  out.usage.registers = meta_int(meta, "registers", -1);
+  out.usage.spill_store_bytes = meta_int(meta, "spill_store_bytes", 0);
+  out.usage.spill_load_bytes = meta_int(meta, "spill_load_bytes", 0);
+  out.usage.stack_bytes = meta_int(meta, "stack_bytes", 0);
+  out.from_cache = true;
+  ++counters().disk_cache_hits;
+  cache::touch_entry(store.entry_path(key));  // the last use LRU eviction goes by
+  log_debug("disk cache hit: {} for {}", out.variant, out.arch);
+  return true;
+}
 
-VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch,
-                            CompilePolicy policy) {
-  CompileRequest request{&family.sources(), family.name_expression(spec, config), arch,
-                         family.compile_options(spec, config)};
-  VariantBinary out;
-  out.variant = family.variant_name(spec, config);
-  out.arch = arch;
-  const auto& root = cache_root();
-  const std::string key = binary_cache_key(request);
-  const std::shared_ptr<std::mutex> key_lock = key_mutex(key);
-  std::lock_guard key_guard(*key_lock);
-  if (root) {
-    const cache::CubinStore store(*root);
-    if (auto entry = store.load(key)) {
-      const Json& meta = entry->meta;
-      if (const std::string why = entry_mismatch(meta, out.variant, arch); !why.empty()) {
-        log_debug("disk cache entry {} is a miss for {} ({}): {}; recompiling", key, out.variant, arch, why);
-      } else {
-        out.cubin = std::move(entry->payload);
-        out.lowered_name = meta_string(meta, "lowered_name");
-        out.usage.registers = meta_int(meta, "registers", -1);
-        out.usage.spill_store_bytes = meta_int(meta, "spill_store_bytes", 0);
-        out.usage.spill_load_bytes = meta_int(meta, "spill_load_bytes", 0);
-        out.usage.stack_bytes = meta_int(meta, "stack_bytes", 0);
-        out.from_cache = true;
-        ++counters().disk_cache_hits;
-        cache::touch_entry(store.entry_path(key));  // the last use LRU eviction goes by
-        log_debug("disk cache hit: {} for {}", out.variant, arch);
-        return out;
-      }
-    }
-  }
-  if (policy == CompilePolicy::forbid) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("CUJIT_AUTOTUNE=frozen forbids compiling, and {} for {} is not in the cache{}: fill it "
-                            "first with cujit-warmup --arch {} (or unset CUJIT_AUTOTUNE)",
-                            out.variant, arch, root ? " at " + root->string() : " (disk cache off)", arch));
-  }
-  log_info("compiling {} for {} with NVRTC", out.variant, arch);
+// Step 2: NVRTC. A compile error comes with a repro bundle when one could be written.
+void compile(const CompileRequest& request, VariantBinary& out) {
+  log_info("compiling {} for {} with NVRTC", out.variant, out.arch);
   const auto start = std::chrono::steady_clock::now();
   CompiledBinary compiled;
   try {
@@ -167,8 +154,62 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
   out.cubin = std::move(compiled.cubin);
   out.lowered_name = std::move(compiled.lowered_name);
   out.usage = compiled.usage;
-  log_debug("compiled {} for {} in {:.2f} s: {} registers, {} bytes spilled", out.variant, arch, out.compile_seconds,
-            out.usage.registers, out.usage.spill_store_bytes + out.usage.spill_load_bytes);
+  log_debug("compiled {} for {} in {:.2f} s: {} registers, {} bytes spilled", out.variant, out.arch,
+            out.compile_seconds, out.usage.registers, out.usage.spill_store_bytes + out.usage.spill_load_bytes);
+}
+
+// Step 3: the disk cache again. A failed store costs a later process a
+// compile, never this call; then the cache is kept under its size bound.
+void publish(const std::filesystem::path& root, const std::string& key, const VariantBinary& out, const Json& meta) {
+  try {
+    cache::CubinStore(root).store(key, out.cubin, meta);
+  } catch (const cache::UntrustedCacheDir& e) {
+    throw Error(ErrorCode::Cache, e.what());  // a security problem, not a full disk
+  } catch (const cache::CacheError& e) {
+    report_store_failure(out.variant, out.arch, e.what());
+    return;
+  }
+  // Keep the cache under CUJIT_CACHE_MAX_BYTES (sparing this entry); a
+  // failure here never fails the call.
+  try {
+    cache::EvictionOptions evict;
+    evict.keep.push_back(cache::CubinStore(root).entry_path(key));
+    const cache::EvictionReport r = cache::evict_lru(root, knobs().cache_max_bytes, evict);
+    if (r.evicted || r.removed_temps > 0) {
+      log_info("cache eviction (bound {} bytes): removed {} least-recently-used cubins, {} tuning records, {} "
+               "stale temp files ({} bytes); {} bytes left",
+               knobs().cache_max_bytes, r.removed_cubins, r.removed_tuning, r.removed_temps, r.removed_bytes,
+               r.bytes_after);
+    }
+  } catch (const std::exception& e) {
+    log_info("cache eviction skipped: {}", e.what());
+  }
+}
+
+}  // namespace
+
+VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch,
+                            CompilePolicy policy) {
+  const CompileRequest request{&family.sources(), family.name_expression(spec, config), arch,
+                               family.compile_options(spec, config)};
+  VariantBinary out;
+  out.variant = family.variant_name(spec, config);
+  out.arch = arch;
+  const auto& root = cache_root();
+  const std::string key = binary_cache_key(request);
+  // One compile per key at a time in this process: the others wait, then find
+  // it in the cache. Another process may compile the same key meanwhile; each
+  // store is an atomic rename of identical content.
+  const std::shared_ptr<std::mutex> key_lock = key_mutex(key);
+  std::lock_guard key_guard(*key_lock);
+  if (root && load_cached(*root, key, out)) return out;
+  if (policy == CompilePolicy::forbid) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("CUJIT_AUTOTUNE=frozen forbids compiling, and {} for {} is not in the cache{}: fill it "
+                            "first with cujit-warmup --arch {} (or unset CUJIT_AUTOTUNE)",
+                            out.variant, arch, root ? " at " + root->string() : " (disk cache off)", arch));
+  }
+  compile(request, out);
   if (root) {
     const Json meta = {
         {"variant", out.variant},
@@ -182,29 +223,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
         {"spec", spec},
         {"config", config},
     };
-    try {
-      cache::CubinStore(*root).store(key, out.cubin, meta);
-    } catch (const cache::UntrustedCacheDir& e) {
-      throw Error(ErrorCode::Cache, e.what());  // a security problem, not a full disk
-    } catch (const cache::CacheError& e) {
-      report_store_failure(out.variant, arch, e.what());
-      return out;
-    }
-    // Keep the cache under CUJIT_CACHE_MAX_BYTES (sparing this entry); a
-    // failure here never fails the call.
-    try {
-      cache::EvictionOptions evict;
-      evict.keep.push_back(cache::CubinStore(*root).entry_path(key));
-      const cache::EvictionReport r = cache::evict_lru(*root, knobs().cache_max_bytes, evict);
-      if (r.evicted || r.removed_temps > 0) {
-        log_info("cache eviction (bound {} bytes): removed {} least-recently-used cubins, {} tuning records, {} "
-                 "stale temp files ({} bytes); {} bytes left",
-                 knobs().cache_max_bytes, r.removed_cubins, r.removed_tuning, r.removed_temps, r.removed_bytes,
-                 r.bytes_after);
-      }
-    } catch (const std::exception& e) {
-      log_info("cache eviction skipped: {}", e.what());
-    }
+    publish(*root, key, out, meta);
   }
   return out;
 }
