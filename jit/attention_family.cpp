@@ -33,6 +33,10 @@ Json AttentionFamily::spec_of(const AttnProblem& problem) {
           {"causal", problem.causal}};
 }
 
+AttentionFamily::Spec AttentionFamily::spec_from(const Json& spec) {
+  return {spec.at("dtype"), spec.at("d"), spec.at("causal")};
+}
+
 const AttentionFamily& attention_family_for(const AttnProblem& problem, const Target& target) {
   const AttentionFamily& sm90 = sm90_attention_family();
   const AttentionFamily& portable = portable_attention_family();

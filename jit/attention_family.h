@@ -35,8 +35,14 @@ class AttentionFamily : public KernelFamily {
   // Builds the kernel's parameters for these tensors and launches.
   virtual void launch(const Kernel& kernel, const AttnLaunch& launch, const AttnProblem& problem,
                       const AttnTensors& tensors, Stream stream) const = 0;
-  // The specialization of a problem (dtype, head dim, causal).
+  // The specialization of a problem (dtype, head dim, causal), as JSON and back.
   static Json spec_of(const AttnProblem& problem);
+  struct Spec {
+    std::string dtype;  // "f16" | "bf16"
+    int d;
+    bool causal;
+  };
+  static Spec spec_from(const Json& spec);
 };
 
 // The portable family (mma.sync, cp.async): sm_80 and newer.

@@ -20,12 +20,7 @@ void from_json(const Json& j, PortableConfig& c) {
   j.at("warps").get_to(c.warps);
 }
 
-struct PortableSpec {
-  std::string dtype;  // "f16" | "bf16"
-  int d;
-  bool causal;
-};
-PortableSpec spec_from(const Json& j) { return {j.at("dtype"), j.at("d"), j.at("causal")}; }
+using PortableSpec = AttentionFamily::Spec;
 
 constexpr int smem_bytes(int head_dim, const PortableConfig& c) { return (c.bm + 2 * c.stages * c.bn) * head_dim * 2; }
 int smem_bytes(const PortableSpec& s, const PortableConfig& c) { return smem_bytes(s.d, c); }
@@ -113,11 +108,10 @@ class PortableAttentionFamily final : public AttentionFamily {
 
   AttnLaunch plan(const AttnProblem& problem, const Json& config) const override {
     const auto c = config.get<PortableConfig>();
-    const PortableSpec s{problem.dtype == DType::f16 ? "f16" : "bf16", int(problem.head_dim), problem.causal};
     AttnLaunch l;
     l.geometry.grid = {unsigned((problem.seq_q + c.bm - 1) / c.bm), unsigned(problem.heads_q), unsigned(problem.batch)};
     l.geometry.block = {unsigned(32 * c.warps), 1, 1};
-    l.geometry.smem_bytes = unsigned(smem_bytes(s, c));
+    l.geometry.smem_bytes = unsigned(smem_bytes(int(problem.head_dim), c));
     l.block_m = c.bm;
     l.block_n = c.bn;
     return l;

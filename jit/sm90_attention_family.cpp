@@ -23,12 +23,6 @@ void from_json(const Json& j, Sm90Config& c) {
   j.at("stages").get_to(c.stages);
 }
 
-struct Sm90Spec {
-  std::string dtype;  // "f16" | "bf16"
-  int d;
-  bool causal;
-};
-Sm90Spec spec_from(const Json& j) { return {j.at("dtype"), j.at("d"), j.at("causal")}; }
 
 constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
   return cujit::sm90::SmemLayout(head_dim, c.bm, c.bn, c.stages);
@@ -96,7 +90,7 @@ class Sm90AttentionFamily final : public AttentionFamily {
 
   std::optional<std::string> why_pruned(const Json& spec_json, const Json& config,
                                         const Target& target) const override {
-    const Sm90Spec s = spec_from(spec_json);
+    const Spec s = spec_from(spec_json);
     const auto c = config.get<Sm90Config>();
     if (target.arch != "sm_90a") return fmt::format("wgmma and TMA need sm_90a, the target is {}", target.arch);
     // Mirrors the static_asserts at the top of attn_fwd_sm90.
@@ -116,19 +110,19 @@ class Sm90AttentionFamily final : public AttentionFamily {
   }
 
   Json default_config(const Json& spec_json, const Target&) const override {
-    const Sm90Spec s = spec_from(spec_json);
+    const Spec s = spec_from(spec_json);
     return default_sm90_config(s.d, s.causal);
   }
 
   std::string variant_name(const Json& spec_json, const Json& config) const override {
-    const Sm90Spec s = spec_from(spec_json);
+    const Spec s = spec_from(spec_json);
     const auto c = config.get<Sm90Config>();
     return fmt::format("attn_fwd_sm90_d{}_{}{}_bm{}_bn{}_st{}", s.d, s.dtype, s.causal ? "_causal" : "", c.bm, c.bn,
                        c.stages);
   }
 
   std::string name_expression(const Json& spec_json, const Json& config) const override {
-    const Sm90Spec s = spec_from(spec_json);
+    const Spec s = spec_from(spec_json);
     const auto c = config.get<Sm90Config>();
     return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}>", s.d, c.bm, c.bn, c.stages, s.dtype,
                        s.causal ? "true" : "false");
