@@ -134,11 +134,14 @@ Json choose_uncached(const KernelFamily& family, const Json& spec, const Json& k
     return chosen;
   }
   const std::vector<Json> candidates = candidates_for(mode, family, spec, device, space.kept);
-  if (winner && untimed(candidates) == 0) {
+  // The record settles it when it has a winner and timed every candidate.
+  auto settled_by_record = [&] {
+    if (!winner || untimed(candidates) != 0) return false;
     ++detail::counters().tuning_db_hits;
     detail::log_debug("tuning DB hit for {}: {}", key.dump(), family.variant_name(spec, *winner));
-    return *winner;
-  }
+    return true;
+  };
+  if (settled_by_record()) return *winner;
   // One tuning per key per cache directory: other processes wait here, then
   // find the record this one wrote.
   std::optional<cache::FileLock> lock;
@@ -151,10 +154,7 @@ Json choose_uncached(const KernelFamily& family, const Json& spec, const Json& k
       detail::log_info("tuning without the cross-process lock: {}", e.what());
     }
     winner = recorded_winner(key, space.kept, previous);
-    if (winner && untimed(candidates) == 0) {
-      ++detail::counters().tuning_db_hits;
-      return *winner;
-    }
+    if (settled_by_record()) return *winner;
   }
   return tune_now(family, spec, key, device, candidates, space.pruned.size(), previous, run, stream);
 }
