@@ -60,6 +60,17 @@ __device__ __forceinline__ float ex2_approx(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
+// 1 / x for x != 0 and 0 for x == 0, with no branch: the IEEE division's
+// slow path (a call taken for some exponents) would make timing depend on
+// data. rcp.approx is within 1 ulp, far below fp16/bf16 rounding.
+__device__ __forceinline__ float rcp_approx_or_zero(float x) {
+  float y;
+  asm("{\n .reg .pred zero;\n rcp.approx.ftz.f32 %0, %1;\n setp.eq.f32 zero, %1, 0f00000000;\n"
+      " selp.f32 %0, 0f00000000, %0, zero;\n}\n"
+      : "=f"(y)
+      : "f"(x));
+  return y;
+}
 __device__ __forceinline__ float lg2_approx(float x) {
   float y;
   asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

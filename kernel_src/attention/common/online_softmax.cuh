@@ -80,6 +80,19 @@ struct OnlineSoftmax {
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     return l;
   }
+
+  // The epilogue's factor for a row with total sum l. A row that saw no
+  // visible key (l == 0) is defined as zeros: the factor is 0. NaN in l (NaN
+  // in the inputs) stays NaN, as in a float64 reference.
+  __device__ __forceinline__ static float normalizer(float l) { return rcp_approx_or_zero(l); }
+
+  // The row's log-sum-exp in natural log; -inf for a row with no visible key
+  // (l == 0), NaN when l is NaN. A select, not a branch.
+  __device__ __forceinline__ float lse(int mt, int r, float l) const {
+    constexpr float kLn2 = 0.6931471805599453f;
+    const float neg_inf = -__int_as_float(0x7f800000);
+    return l == 0.f ? neg_inf : (row_max[mt][r] * scale_log2 + lg2_approx(l)) * kLn2;
+  }
 };
 
 }  // namespace cujit

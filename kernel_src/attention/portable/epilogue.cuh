@@ -12,15 +12,12 @@ __device__ __forceinline__ void write_output(const float (&o)[MT][DT][4], const 
                                              u32 smem_o, char* o_tile, i64 o_row_stride, float* lse_tile,
                                              int rows_valid, int warp_row0, int lane) {
   using Tile = SmemTile<BM, D>;
-  const float neg_inf = -__int_as_float(0x7f800000);
-  constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = softmax.total_sum(mt, r);
-      // A row that saw no visible key (l == 0) is defined as zeros, LSE -inf.
-      const float inv = l > 0.f ? 1.f / l : 0.f;
+      const float inv = softmax.normalizer(l);
       const int row = warp_row0 + mt * 16 + lane / 4 + 8 * r;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
@@ -28,7 +25,7 @@ __device__ __forceinline__ void write_output(const float (&o)[MT][DT][4], const 
         st_shared_b32(smem_o + Tile::offset(row, dt * 8 + 2 * (lane % 4)), packed);
       }
       if (lse_tile != nullptr && lane % 4 == 0 && row < rows_valid) {
-        lse_tile[row] = l > 0.f ? (softmax.row_max[mt][r] * softmax.scale_log2 + lg2_approx(l)) * kLn2 : neg_inf;
+        lse_tile[row] = softmax.lse(mt, r, l);
       }
     }
   }

@@ -305,12 +305,10 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
     // 128-byte swizzle (16-byte unit u of row r lands at u ^ (r % 8)), store.
     if (thread == 0) bulk_wait_group_read_0();  // the last tile's store has read sO
     named_barrier_sync(1 + wg, 128);
-    const float neg_inf = -__int_as_float(0x7f800000);
-    constexpr float kLn2 = 0.6931471805599453f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = softmax.total_sum(0, r);
-      const float inv = l > 0.f ? 1.f / l : 0.f;  // no visible key: zeros, LSE -inf
+      const float inv = softmax.normalizer(l);
       const int row = warp * 16 + lane / 4 + 8 * r;
 #pragma unroll
       for (int dt = 0; dt < kDT; ++dt) {
@@ -321,7 +319,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       }
       if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < a.seq_q) {
         a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + m_wg + row] =
-            l > 0.f ? (softmax.row_max[0][r] * a.scale_log2 + lg2_approx(l)) * kLn2 : neg_inf;
+            softmax.lse(0, r, l);
       }
     }
     fence_proxy_async_shared();
