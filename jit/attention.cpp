@@ -10,6 +10,7 @@
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/tensor_placement.h"
 
 namespace jit {
 namespace {
@@ -101,6 +102,7 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
                const AttentionOptions& options) {
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
   if (problem.empty()) return;  // nothing to compute, nothing launched
+  detail::check_placement(q, k, v, out, options.lse, detail::current_device());
   const Launchable l = launchable_for(problem, q, k, v, options.stream);
   l.family->launch(*l.kernel, l.launch, problem, {q, k, v, out, options.lse}, options.stream);
 }
@@ -123,6 +125,7 @@ AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const Ten
                              const AttentionOptions& options) {
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
   if (problem.empty()) return {};
+  detail::check_placement(q, k, v, out, options.lse, detail::current_device());
   const Prepared p = prepare(problem, q, k, v, options.stream);
   return {p.family->name(), p.family->variant_name(p.spec, p.config), p.config};
 }

@@ -33,11 +33,12 @@ namespace jit::detail {
   X(cuLaunchKernelEx)             \
   X(cuMemAlloc)                   \
   X(cuMemFree)                    \
+  X(cuMemGetInfo)                 \
   X(cuMemcpyHtoD)                 \
   X(cuMemcpyDtoH)                 \
   X(cuMemsetD8)                   \
   X(cuMemsetD8Async)              \
-  X(cuPointerGetAttribute)        \
+  X(cuPointerGetAttributes)       \
   X(cuStreamCreate)               \
   X(cuStreamDestroy)              \
   X(cuStreamSynchronize)          \

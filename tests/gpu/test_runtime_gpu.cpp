@@ -3,6 +3,7 @@
 // device. Runs with autotuning on (the default) and a fresh cache directory.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <thread>
 
 #include "attention_check.h"
@@ -149,6 +150,42 @@ TEST(MultiGpu, EveryVisibleDeviceComputesCorrectly) {
     run_and_check(c, rng);  // buffers, modules and tuning all on this device
     CUJIT_CU_CHECK(cu().cuDevicePrimaryCtxRelease(device));
   }
+}
+
+// A tensor in GPU 1's memory while GPU 0's context is current: refused,
+// naming the tensor and both GPUs, before anything is launched.
+TEST(MultiGpu, TensorOnAnotherGpuIsRefused) {
+  CUJIT_REQUIRE_GPU();
+  int count = 0;
+  CUJIT_CU_CHECK(cu().cuDeviceGetCount(&count));
+  if (count < 2) GTEST_SKIP() << "needs two GPUs, " << count << " visible";
+  CUdevice devices[2];
+  CUcontext contexts[2];
+  for (int i = 0; i < 2; ++i) {
+    CUJIT_CU_CHECK(cu().cuDeviceGet(&devices[i], i));
+    CUJIT_CU_CHECK(cu().cuDevicePrimaryCtxRetain(&contexts[i], devices[i]));
+  }
+  const Dims4 dims{1, 2, 64, 64};
+  CUJIT_CU_CHECK(cu().cuCtxSetCurrent(contexts[1]));
+  std::optional<TestTensor> on_gpu1 = make_tensor(Layout::bhsd, jit::DType::f16, dims);
+  CUJIT_CU_CHECK(cu().cuCtxSetCurrent(contexts[0]));
+  {
+    TestTensor q = make_tensor(Layout::bhsd, jit::DType::f16, dims);
+    TestTensor out = make_tensor(Layout::bhsd, jit::DType::f16, dims);
+    try {
+      jit::attention(q.view, q.view, on_gpu1->view, out.view);
+      ADD_FAILURE() << "GPU 1's memory was accepted for a launch on GPU 0";
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("v is in the memory of GPU 1, but the kernel runs on GPU 0"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  CUJIT_CU_CHECK(cu().cuCtxSetCurrent(contexts[1]));
+  on_gpu1.reset();  // freed in its own context
+  CUJIT_CU_CHECK(cu().cuCtxSetCurrent(contexts[0]));
+  for (int i = 0; i < 2; ++i) CUJIT_CU_CHECK(cu().cuDevicePrimaryCtxRelease(devices[i]));
 }
 
 }  // namespace
