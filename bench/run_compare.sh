@@ -2,7 +2,8 @@
 # On a GPU machine: runs cujit-bench and the peer benchmark in one command
 # and prints cujit / peer ratios on the PERFORMANCE.md grid, plus cujit's
 # cold-start figures (first call on an empty cache, then in a new process on
-# the warm cache) and how close the untuned default config comes to the tuned one.
+# the warm cache), how close the untuned default config comes to the tuned one,
+# and the host overhead of a call (host-overhead.txt).
 # Usage: bench/run_compare.sh [--quick] [OUTDIR]
 # PEERS (default ../shared/bench/peers.py, else .peers/peers.py) names peers.py.
 set -euo pipefail
@@ -24,6 +25,8 @@ export CUJIT_CACHE_DIR=$(mktemp -d /tmp/cujit-bench-cache-XXXXXX)
 "$build/tools/cujit-bench" $quick --csv "$out/cujit-warm.csv" > "$out/cujit-warm.txt"
 # Untuned: the heuristic default config of each shape.
 CUJIT_AUTOTUNE=off "$build/tools/cujit-bench" $quick --csv "$out/cujit-default.csv" > "$out/cujit-default.txt"
+# Host time per jit::attention call next to a bare launch (warm cache: nothing to compile or tune).
+"$build/tools/cujit-bench" --host-overhead --host-overhead-csv "$out/host-overhead.csv" > "$out/host-overhead.txt"
 PYTHONUNBUFFERED=1 python3 "$peers" $quick --csv "$out/peers.csv" | tee "$out/peers.txt"
 python3 bench/compare.py "$out/cujit.csv" "$out/peers.csv" --warm "$out/cujit-warm.csv" \
   --default "$out/cujit-default.csv" --out "$out/ratios.csv" | tee "$out/ratios.txt"

@@ -1,13 +1,19 @@
 // cujit-bench: times jit::attention on the PERFORMANCE.md grid (the same
 // shapes as bench/peers.py), printing time, TFLOP/s and the chosen variant,
 // and writing CSV rows that bench/compare.py joins with the peers' CSV.
+// --host-overhead instead measures the host time of one jit::attention call
+// next to a bare launch of an empty kernel taking a parameter struct of the
+// same size.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 
+#include "attention/attn_params.h"
+#include "attention/sm90/attn_params_sm90.h"
 #include "jit/cujit.h"
 #include "jit/timing.h"
 #include "jit/warmup.h"
@@ -34,6 +40,136 @@ std::vector<BenchShape> grid(bool quick) {
   return shapes;
 }
 
+// ---------------------------------------------------------------------------
+// Host overhead: what one jit::attention call costs the calling thread beyond
+// the launch itself (argument checks, finding the kernel and config, building
+// the parameters).
+
+// An empty kernel whose only parameter is a by-value struct of BYTES bytes
+// aligned to ALIGN, as the attention kernels take theirs: launching it costs
+// what any launch with such a parameter costs, and nothing more.
+constexpr const char* kEmptyKernelSource = R"(
+template <int BYTES, int ALIGN>
+struct alignas(ALIGN) BenchParams { unsigned char bytes[BYTES]; };
+
+template <int BYTES, int ALIGN>
+__global__ void bench_empty(const __grid_constant__ BenchParams<BYTES, ALIGN> p) {}
+)";
+
+template <std::size_t Bytes, std::size_t Align>
+struct alignas(Align) BenchParams {
+  unsigned char bytes[Bytes];
+};
+
+// Spec: {"bytes": N, "align": A}; one config.
+class EmptyKernelFamily final : public jit::KernelFamily {
+ public:
+  std::string name() const override { return "bench_empty"; }
+  const jit::KernelSources& sources() const override {
+    static const jit::KernelSources sources{"bench_empty.cu", {{"bench_empty.cu", kEmptyKernelSource}}};
+    return sources;
+  }
+  std::vector<jit::Json> config_space(const jit::Json&) const override { return {jit::Json::object()}; }
+  std::optional<std::string> why_pruned(const jit::Json&, const jit::Json&, const jit::Target&) const override {
+    return std::nullopt;
+  }
+  jit::Json default_config(const jit::Json&, const jit::Target&) const override { return jit::Json::object(); }
+  std::string variant_name(const jit::Json& spec, const jit::Json&) const override {
+    return fmt::format("bench_empty_{}b_align{}", spec.at("bytes").get<int>(), spec.at("align").get<int>());
+  }
+  std::string name_expression(const jit::Json& spec, const jit::Json&) const override {
+    return fmt::format("bench_empty<{}, {}>", spec.at("bytes").get<int>(), spec.at("align").get<int>());
+  }
+};
+
+// Host microseconds per call of `call`: kBatches batches of kCalls calls, each
+// batch timed on the host with nothing synchronizing inside it (the GPU runs
+// behind; 100 pending launches are far fewer than the driver queues before a
+// launch has to wait for room). The stream is drained between batches,
+// outside the timing.
+// Returns the median batch's time per call.
+template <class Call>
+double host_us_per_call(Call&& call, jit::Stream stream) {
+  constexpr int kWarmupCalls = 20, kCalls = 100, kBatches = 30;
+  for (int i = 0; i < kWarmupCalls; ++i) call();
+  jit::synchronize(stream);
+  std::vector<double> per_call;
+  for (int b = 0; b < kBatches; ++b) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) call();
+    const auto stop = std::chrono::steady_clock::now();
+    per_call.push_back(std::chrono::duration<double, std::micro>(stop - start).count() / kCalls);
+    jit::synchronize(stream);
+  }
+  std::nth_element(per_call.begin(), per_call.begin() + kBatches / 2, per_call.end());
+  return per_call[kBatches / 2];
+}
+
+// The bare launch for kernels whose parameter struct is `Params`: grid of one
+// block per SM (as the persistent sm90 kernel), 128 threads, no shared memory.
+template <class Params>
+double bare_launch_us(jit::Stream stream) {
+  using Blob = BenchParams<sizeof(Params), alignof(Params)>;
+  static_assert(sizeof(Blob) == sizeof(Params) && alignof(Blob) == alignof(Params));
+  static const EmptyKernelFamily family;
+  const jit::Json spec = {{"bytes", sizeof(Params)}, {"align", alignof(Params)}};
+  // Compiled (or read from the cache) and loaded here, outside the timing.
+  // Kernel::launch checks that the kernel's parameter has sizeof(Blob) bytes.
+  const jit::Kernel& kernel = jit::get_kernel(family, spec, family.default_config(spec, jit::current_target()));
+  jit::LaunchGeometry geometry;
+  geometry.grid = {unsigned(std::max(1, jit::current_target().sm_count)), 1, 1};
+  geometry.block = {128, 1, 1};
+  const Blob params{};
+  return host_us_per_call([&] { kernel.launch(geometry, params, stream); }, stream);
+}
+
+int run_host_overhead(const std::string& csv_path) {
+  using jit::DType;
+  const std::vector<jit::AttentionShape> shapes = {{2, 8, 256, 64, DType::f16, false},
+                                                   {16, 16, 1024, 128, DType::f16, true}};
+  const jit::Target target = jit::current_target();
+  const jit::Stream stream = nullptr;
+  fmt::print("device: {} ({}), cache: {}\n", target.device_name, target.arch, jit::cache_directory());
+  fmt::print("host time per call: median of 30 batches of 100 calls, no synchronization inside a batch\n");
+  fmt::print("{:>3} {:>3} {:>6} {:>4} {:>2} {:>5} | {:>12} {:>11} {:>11} {:>6} | {}\n", "B", "H", "S", "D", "c", "dt",
+             "attention us", "bare us", "overhead us", "params", "variant");
+  std::ofstream csv;
+  if (!csv_path.empty()) {
+    csv.open(csv_path);
+    csv << "B,H,S,D,causal,dtype,attention_us,bare_launch_us,overhead_us,params_bytes,variant\n";
+  }
+  for (const jit::AttentionShape& s : shapes) {
+    jit::DeviceTensor q = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 11);
+    jit::DeviceTensor k = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 12);
+    jit::DeviceTensor v = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 13);
+    jit::DeviceBuffer out_buffer(q.buffer.size());
+    const jit::TensorView out = jit::TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
+    jit::AttentionOptions options;
+    options.causal = s.causal;
+    options.stream = stream;
+    // First call: compile (or load) and tune, outside the measurement.
+    const jit::AttentionPlan plan = jit::plan_attention(q.view, k.view, v.view, out, options);
+    jit::attention(q.view, k.view, v.view, out, options);
+    jit::synchronize(stream);
+    const double attention_us =
+        host_us_per_call([&] { jit::attention(q.view, k.view, v.view, out, options); }, stream);
+    // The bare launch takes the parameter struct of the family that served the call.
+    const bool sm90 = plan.family == "attn_fwd_sm90";
+    const std::size_t params_bytes = sm90 ? sizeof(cujit::Sm90AttnParams) : sizeof(cujit::AttnParams);
+    const double bare_us = sm90 ? bare_launch_us<cujit::Sm90AttnParams>(stream) : bare_launch_us<cujit::AttnParams>(stream);
+    fmt::print("{:3} {:3} {:6} {:4} {:2} {:>5} | {:12.2f} {:11.2f} {:11.2f} {:6} | {}\n", s.batch, s.heads, s.seq,
+               s.head_dim, int(s.causal), jit::to_string(s.dtype), attention_us, bare_us, attention_us - bare_us,
+               params_bytes, plan.variant);
+    std::fflush(stdout);
+    if (csv.is_open()) {
+      csv << fmt::format("{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{}\n", s.batch, s.heads, s.seq, s.head_dim,
+                         s.causal ? "True" : "False", jit::to_string(s.dtype), attention_us, bare_us,
+                         attention_us - bare_us, params_bytes, plan.variant);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,12 +180,18 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "fewer sequence lengths");
   app.add_option("--csv", csv_path, "CSV output")->capture_default_str();
   app.add_option("--shape", shape_texts, "B,H,S,D,dtype,causal instead of the grid (repeatable)");
+  bool host_overhead = false;
+  std::string host_overhead_csv;
+  app.add_flag("--host-overhead", host_overhead,
+               "instead of the grid: host time per jit::attention call next to a bare launch, on 2 fixed shapes");
+  app.add_option("--host-overhead-csv", host_overhead_csv, "CSV output of --host-overhead (default: none)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!jit::gpu_present()) {
       std::cerr << "cujit-bench: no GPU here; run it on a GPU machine\n";
       return 2;
     }
+    if (host_overhead) return run_host_overhead(host_overhead_csv);
     std::vector<BenchShape> shapes;
     for (const auto& text : shape_texts) shapes.push_back({"custom", jit::parse_attention_shape(text)});
     if (shapes.empty()) shapes = grid(quick);
