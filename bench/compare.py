@@ -8,9 +8,11 @@ are that process's: the first process times each shape right after tuning
 it, with the GPU just out of a burst of load, and measured the same kernels
 5-13% slower (docs/perf-log.md). Its first-call times are printed too.
 With --default, how the untuned default config compares with the tuned one
-(time ratio, above 1: the default is slower).
+(time ratio, above 1: the default is slower). With --gemm (gemm_rate.py's
+CSV, same run), each D=128 S>=4k non-causal shape's TFLOP/s as a fraction of
+the bf16 matmul rate.
 
-Usage: compare.py CUJIT_CSV PEERS_CSV [--warm CSV] [--default CSV] [--out RATIOS_CSV]
+Usage: compare.py CUJIT_CSV PEERS_CSV [--warm CSV] [--default CSV] [--gemm CSV] [--out RATIOS_CSV]
 """
 import csv
 import math
@@ -25,7 +27,7 @@ def key(row):
 def main():
     args = sys.argv[1:]
     options = {}
-    for flag in ("--out", "--warm", "--default"):
+    for flag in ("--out", "--warm", "--default", "--gemm"):
         if flag in args:
             i = args.index(flag)
             options[flag] = args[i + 1]
@@ -67,6 +69,13 @@ def main():
         if all_logs:
             parts.append(f"all: {math.exp(sum(all_logs) / len(all_logs)):.3f}")
         print(f"  vs {i:7} " + ", ".join(parts))
+    if "--gemm" in options:
+        gemm = {r["dtype"]: float(r["tflops"]) for r in csv.DictReader(open(options["--gemm"]))}
+        bf16 = gemm["bfloat16"]
+        print(f"fraction of the bf16 matmul rate ({bf16:.0f} TFLOP/s, same run), D=128 S>=4k non-causal:")
+        for k, r in timed.items():
+            if k[4] == 128 and k[3] >= 4096 and not k[5]:
+                print(f"  {k[0]:10} S={k[3]:6} {k[6]:>8}: {float(r['tflops']):5.0f} TFLOP/s = {float(r['tflops']) / bf16:.3f}")
     if "--warm" in options or "--default" in options:
         default = {key(r): r for r in csv.DictReader(open(options["--default"]))} if "--default" in options else {}
         print("first call (compile + tune, or load) in ms, and the untuned default config's time / tuned time:")

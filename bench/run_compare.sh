@@ -28,5 +28,6 @@ CUJIT_AUTOTUNE=off "$build/tools/cujit-bench" $quick --csv "$out/cujit-default.c
 # Host time per jit::attention call next to a bare launch (warm cache: nothing to compile or tune).
 "$build/tools/cujit-bench" --host-overhead --host-overhead-csv "$out/host-overhead.csv" > "$out/host-overhead.txt"
 PYTHONUNBUFFERED=1 python3 "$peers" $quick --csv "$out/peers.csv" | tee "$out/peers.txt"
+python3 bench/gemm_rate.py --csv "$out/gemm.csv" | tee "$out/gemm.txt"
 python3 bench/compare.py "$out/cujit.csv" "$out/peers.csv" --warm "$out/cujit-warm.csv" \
-  --default "$out/cujit-default.csv" --out "$out/ratios.csv" | tee "$out/ratios.txt"
+  --default "$out/cujit-default.csv" --gemm "$out/gemm.csv" --out "$out/ratios.csv" | tee "$out/ratios.txt"

@@ -157,6 +157,7 @@ TEST_F(SpecialInputs, TensorsOfMoreThan2To31ElementsAreIndexedIn64Bits) {
   const Dims4 dims{4097, 8, 512, 128};  // 2,147,745,792 elements (4 GiB) per tensor
   const std::int64_t elements = count(dims);
   ASSERT_GT(elements, std::int64_t{1} << 31);
+  ensure_context();
   std::size_t free_bytes = 0, total_bytes = 0;
   CUJIT_CU_CHECK(jit::detail::driver().cuMemGetInfo(&free_bytes, &total_bytes));
   if (free_bytes < std::size_t(elements) * 2 * 4 + (std::size_t(1) << 30)) {
@@ -225,7 +226,7 @@ TEST_F(SpecialInputs, HostMemoryIsRefusedNamingTheTensor) {
       ADD_FAILURE() << "a host pointer was accepted";
     } catch (const jit::Error& e) {
       EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
-      EXPECT_EQ(std::string(e.what()).rfind(std::string(which) + " at ", 0), 0u) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string(": ") + which + " at "), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("not GPU memory"), std::string::npos) << e.what();
     }
   }
