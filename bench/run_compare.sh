@@ -3,7 +3,7 @@
 # and prints cujit / peer ratios on the PERFORMANCE.md grid, plus cujit's
 # cold-start figures (first call on an empty cache, then in a new process on
 # the warm cache), how close the untuned default config comes to the tuned one,
-# and the host overhead of a call (host-overhead.txt).
+# the host overhead of a call (host-overhead.txt) and the matmul rate (gemm.txt).
 # Usage: bench/run_compare.sh [--quick] [OUTDIR]
 # PEERS (default ../shared/bench/peers.py, else .peers/peers.py) names peers.py.
 set -euo pipefail
