@@ -55,8 +55,10 @@ nlohmann::json resource_usage(const std::string& text) {
           {"local_bytes", std::stoi(m[4])}};
 }
 
+// save_dir: when not empty, each variant's SASS is also written there as
+// <variant>.<arch>.sass, for reading or for --sass later.
 std::vector<Variant> variants_in_cache(const std::string& root, const std::string& cuobjdump,
-                                       const std::string& filter) {
+                                       const std::string& filter, const std::string& save_dir) {
   std::vector<Variant> out;
   char temp_name[] = "/tmp/cujit-sass-XXXXXX";
   const int fd = mkstemp(temp_name);
@@ -79,7 +81,9 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
     v.resources = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, temp_name)));
     v.resources["spill_store_bytes"] = entry->meta.value("spill_store_bytes", 0);
     v.resources["spill_load_bytes"] = entry->meta.value("spill_load_bytes", 0);
-    const auto functions = jit::sass::parse_sass(run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, temp_name)));
+    const std::string sass = run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, temp_name));
+    if (!save_dir.empty()) std::ofstream(fmt::format("{}/{}.{}.sass", save_dir, v.name, v.arch)) << sass;
+    const auto functions = jit::sass::parse_sass(sass);
     for (const auto& f : functions) {
       if (f.instructions.empty()) continue;
       v.audit = jit::sass::audit_function(f);
@@ -133,18 +137,22 @@ int main(int argc, char** argv) {
   std::vector<std::string> sass_files;
   std::string filter;
   std::string cuobjdump = "cuobjdump";
+  std::string save_dir;
   bool json = false;
   bool strict = false;
   app.add_option("--cache", cache_dir, "cache root (default: CUJIT_CACHE_DIR or the default cache)");
   app.add_option("--sass", sass_files, "read saved `cuobjdump -sass` output instead of the cache (repeatable)");
   app.add_option("--variant", filter, "only variants whose name contains this");
   app.add_option("--cuobjdump", cuobjdump, "the cuobjdump to run");
+  app.add_option("--save-sass", save_dir, "also write each variant's SASS to DIR/<variant>.<arch>.sass")
+      ->check(CLI::ExistingDirectory);
   app.add_flag("--json", json, "one JSON array on stdout instead of the table");
   app.add_flag("--strict", strict, "exit 1 when any branch depends on loaded data");
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Variant> variants =
-        sass_files.empty() ? variants_in_cache(cache_dir.empty() ? jit::cache_directory() : cache_dir, cuobjdump, filter)
+        sass_files.empty() ? variants_in_cache(cache_dir.empty() ? jit::cache_directory() : cache_dir, cuobjdump, filter,
+                                                 save_dir)
                            : variants_in_files(sass_files, filter);
     int flagged = 0;
     for (const Variant& v : variants) flagged += v.audit.data_branches();
