@@ -13,20 +13,14 @@
 namespace jit::detail {
 namespace {
 
-// exp_fma: 0, or one in exp_fma 8-column score groups takes exp2 on the FMA
-// pipes (the kernel's EXP_FMA). Configs without the key (older tuning
-// records) mean 0.
 struct Sm90Config {
-  int bm, bn, stages, exp_fma = 0;
+  int bm, bn, stages;
 };
-void to_json(Json& j, const Sm90Config& c) {
-  j = Json{{"bm", c.bm}, {"bn", c.bn}, {"stages", c.stages}, {"exp_fma", c.exp_fma}};
-}
+void to_json(Json& j, const Sm90Config& c) { j = Json{{"bm", c.bm}, {"bn", c.bn}, {"stages", c.stages}}; }
 void from_json(const Json& j, Sm90Config& c) {
   j.at("bm").get_to(c.bm);
   j.at("bn").get_to(c.bn);
   j.at("stages").get_to(c.stages);
-  c.exp_fma = j.value("exp_fma", 0);
 }
 
 
@@ -86,15 +80,11 @@ class Sm90AttentionFamily final : public AttentionFamily {
 
   const KernelSources& sources() const override { return attention_sources("attention/sm90/attn_fwd_sm90.cu"); }
 
-  std::vector<Json> config_space(const Json& spec_json) const override {
-    // Only D = 64 has so little matmul per score that exp2 on the MUFU unit
-    // can be the bound (PERFORMANCE.md, "Limits").
-    const std::vector<int> exp_fma = spec_from(spec_json).d == 64 ? std::vector<int>{0, 4} : std::vector<int>{0};
+  std::vector<Json> config_space(const Json&) const override {
     std::vector<Json> space;
-    for (int fma : exp_fma)
-      for (int bm : {128, 192})
-        for (int bn : {64, 80, 96, 128, 176})
-          for (int stages : {2, 3}) space.push_back(Sm90Config{bm, bn, stages, fma});
+    for (int bm : {128, 192})
+      for (int bn : {64, 80, 96, 128, 176})
+        for (int stages : {2, 3}) space.push_back(Sm90Config{bm, bn, stages});
     return space;
   }
 
@@ -108,7 +98,6 @@ class Sm90AttentionFamily final : public AttentionFamily {
     if (c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 2 or 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
-    if (c.exp_fma < 0) return fmt::format("exp_fma {} is negative", c.exp_fma);
     if (const int smem = layout_of(s.d, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
@@ -128,15 +117,15 @@ class Sm90AttentionFamily final : public AttentionFamily {
   std::string variant_name(const Json& spec_json, const Json& config) const override {
     const Spec s = spec_from(spec_json);
     const auto c = config.get<Sm90Config>();
-    return fmt::format("attn_fwd_sm90_d{}_{}{}_bm{}_bn{}_st{}{}", s.d, s.dtype, s.causal ? "_causal" : "", c.bm, c.bn,
-                       c.stages, c.exp_fma ? fmt::format("_fma{}", c.exp_fma) : "");
+    return fmt::format("attn_fwd_sm90_d{}_{}{}_bm{}_bn{}_st{}", s.d, s.dtype, s.causal ? "_causal" : "", c.bm, c.bn,
+                       c.stages);
   }
 
   std::string name_expression(const Json& spec_json, const Json& config) const override {
     const Spec s = spec_from(spec_json);
     const auto c = config.get<Sm90Config>();
-    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}>", s.d, c.bm, c.bn, c.stages,
-                       s.dtype, s.causal ? "true" : "false", c.exp_fma);
+    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}>", s.d, c.bm, c.bn, c.stages, s.dtype,
+                       s.causal ? "true" : "false");
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {

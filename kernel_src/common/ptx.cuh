@@ -60,21 +60,6 @@ __device__ __forceinline__ float ex2_approx(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
   return y;
 }
-// 2^x for x <= 0 (or NaN) on the FMA and integer pipes instead of the MUFU
-// unit, whose 16 results per clock per SM bound softmax at small head dims.
-// x = j + f with j = round(x) (adding 1.5 * 2^23 rounds in the FPU) and
-// f in [-0.5, 0.5]; 2^f by a degree-3 polynomial (relative error 7.5e-5, under
-// half an fp16 ulp), 2^j by building the exponent bits. x is first clamped at
-// -127, where 2^j is 0, so -inf gives 0; max.NaN keeps NaN as NaN.
-__device__ __forceinline__ float ex2_fma(float x) {
-  asm("max.NaN.f32 %0, %0, 0fC2FE0000;\n" : "+f"(x));  // -127
-  constexpr float kRound = 12582912.f;                   // 1.5 * 2^23
-  const float t = __fadd_rn(x, kRound);
-  const float f = __fsub_rn(x, __fsub_rn(t, kRound));
-  const float p = fmaf(fmaf(fmaf(0.0551716685f, f, 0.242611125f), f, 0.693260968f), f, 0.999928057f);
-  // t's low bits hold j (two's complement); 1.5 * 2^23's own bits vanish in the shift.
-  return p * __int_as_float((__float_as_int(t) << 23) + 0x3f800000);
-}
 // 1 / x for x != 0 and 0 for x == 0, with no branch: the IEEE division's
 // slow path (a call taken for some exponents) would make timing depend on
 // data. rcp.approx is within 1 ulp, far below fp16/bf16 rounding.

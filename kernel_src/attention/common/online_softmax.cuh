@@ -7,9 +7,7 @@
 
 namespace cujit {
 
-// FMA_EVERY > 0: every FMA_EVERY-th 8-column group of scores takes exp2 on
-// the FMA pipes (ex2_fma), the rest on the MUFU unit, so that both work.
-template <int MT, int NT, int DT, int FMA_EVERY = 0>
+template <int MT, int NT, int DT>
 struct OnlineSoftmax {
   float row_max[MT][2];  // raw (unscaled) running max per row
   float row_sum[MT][2];  // this thread's partial sum of exp2
@@ -54,18 +52,13 @@ struct OnlineSoftmax {
         float sum = 0.f;
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          s[mt][nt][2 * r] = exp2_of(nt, fmaf(s[mt][nt][2 * r], scale_log2, -m_scaled));
-          s[mt][nt][2 * r + 1] = exp2_of(nt, fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_scaled));
+          s[mt][nt][2 * r] = ex2_approx(fmaf(s[mt][nt][2 * r], scale_log2, -m_scaled));
+          s[mt][nt][2 * r + 1] = ex2_approx(fmaf(s[mt][nt][2 * r + 1], scale_log2, -m_scaled));
           sum += s[mt][nt][2 * r] + s[mt][nt][2 * r + 1];
         }
         row_sum[mt][r] = row_sum[mt][r] * correction[mt][r] + sum;
       }
     }
-  }
-
-  // nt is a constant once the loops are unrolled: no branch remains.
-  __device__ __forceinline__ static float exp2_of(int nt, float x) {
-    return FMA_EVERY > 0 && nt % FMA_EVERY == FMA_EVERY - 1 ? ex2_fma(x) : ex2_approx(x);
   }
 
   __device__ __forceinline__ static void rescale(float (&o)[MT][DT][4], const float (&correction)[MT][2]) {

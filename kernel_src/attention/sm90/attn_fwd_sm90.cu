@@ -53,16 +53,13 @@ __device__ __forceinline__ KeyBlocks key_blocks(int m0, const AttnParams& a) {
   return {n_end > 0 ? (n_end + BN - 1) / BN : 0, first_masked};
 }
 
-// EXP_FMA > 0: one in EXP_FMA 8-column groups of scores takes exp2 on the FMA
-// pipes (OnlineSoftmax), to relieve the MUFU unit at D = 64.
-template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, int EXP_FMA>
+template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   static_assert(D == 64 || D == 128 || D == 256, "D is 64, 128 or 256");
   static_assert(BM == 128 || BM == 192, "two or three consumer warpgroups of 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
-  static_assert(EXP_FMA >= 0, "EXP_FMA is 0 (all exp2 on MUFU) or a group interval");
   constexpr int kConsumers = BM / 64;
   constexpr int kNT = BN / 8;   // 8-column accumulator tiles of S
   constexpr int kDT = D / 8;    // ... of O
@@ -231,7 +228,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
     for (int dt = 0; dt < kDT; ++dt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
-    OnlineSoftmax<1, kNT, kDT, EXP_FMA> softmax(a.scale_log2);
+    OnlineSoftmax<1, kNT, kDT> softmax(a.scale_log2);
 
     mbarrier_wait(q_full(qb), (tile_iter / kQBuffers) & 1);
     if (blocks.count > 0) {
@@ -283,7 +280,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         wgmma_wait_group<0>();
         fence_accumulators(o[0]);
         release(v_empty(stage));
-        decltype(softmax)::rescale(o, correction);
+        OnlineSoftmax<1, kNT, kDT>::rescale(o, correction);
         to_operand_a(s, pa);
         ++kv_iter;
         stage = next_stage;
