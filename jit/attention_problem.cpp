@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
 #include <limits>
@@ -56,6 +58,22 @@ bool overlaps(const TensorView& a, const TensorView& b) {
   return a0 < b1 && b0 < a1;
 }
 
+// True when two elements of the view share an address (a stride of 0, or
+// rows closer than their length), so that writes through it would race:
+// sorted by stride, each dimension must step past all of the ones inside it.
+bool overlaps_itself(const TensorView& t) {
+  if (t.numel() <= 1) return false;
+  std::array<int, 4> dims{0, 1, 2, 3};
+  std::sort(dims.begin(), dims.end(), [&](int a, int b) { return t.strides[a] < t.strides[b]; });
+  std::int64_t span = 1;  // elements covered by the dimensions inside
+  for (int d : dims) {
+    if (t.shape[d] == 1) continue;
+    if (t.strides[d] < span) return true;
+    span = t.strides[d] * t.shape[d];
+  }
+  return false;
+}
+
 }  // namespace
 
 AttnProblem validate_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -100,6 +118,11 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   constexpr std::int64_t kMaxSeq = std::numeric_limits<std::int32_t>::max() / 2;
   if (p.seq_q > kMaxSeq || p.seq_k > kMaxSeq) {
     invalid(fmt::format("sequence lengths (q {}, k {}) must be below {}", p.seq_q, p.seq_k, kMaxSeq));
+  }
+  if (overlaps_itself(out)) {
+    invalid(fmt::format("out's strides [{}, {}, {}, {}] give different elements the same address (a stride of 0 or "
+                        "overlapping rows), so writes to it would race: give out a layout of its own",
+                        out.strides[0], out.strides[1], out.strides[2], out.strides[3]));
   }
   if (!p.empty() && (overlaps(out, q) || overlaps(out, k) || overlaps(out, v))) {
     invalid("out overlaps q, k or v in memory; attention cannot write in place: give it a separate buffer");

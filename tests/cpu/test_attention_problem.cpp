@@ -253,6 +253,26 @@ TEST(ValidateAttention, RejectsOutputOverlappingQuery) {
   EXPECT_NO_THROW(validate(t));
 }
 
+TEST(ValidateAttention, RejectsOutputWhoseElementsShareAddresses) {
+  Tensors t = valid_bhsd();
+  t.out.strides[1] = 0;  // every head writes the same memory
+  expect_invalid(t, {"out's strides", "race"});
+  t = valid_bhsd();
+  t.out.strides[2] = 32;  // rows of 64 elements, 32 apart
+  expect_invalid(t, {"out's strides"});
+  // Inputs may broadcast (stride 0): only the output is written.
+  t = valid_bhsd();
+  t.k.strides[1] = t.v.strides[1] = 0;
+  EXPECT_NO_THROW(validate(t));
+  // A dimension of extent 1 may have any stride; BSHD is not an overlap.
+  t = valid_bhsd(2, 1, 1);
+  t.out.strides[1] = 0;
+  EXPECT_NO_THROW(validate(t));
+  t = valid_bhsd();
+  t.out = TensorView::bshd(fake(kOut), DType::f16, 2, 128, 4, 64);
+  EXPECT_NO_THROW(validate(t));
+}
+
 TEST(ValidateAttention, RejectsBadScale) {
   for (float scale : {-0.125f, 0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(),
                       std::numeric_limits<float>::infinity()}) {

@@ -120,6 +120,67 @@ TEST_F(SpecialInputs, NanAndInfinityPropagateAsInTheReference) {
 }
 
 // ---------------------------------------------------------------------------
+// Inputs broadcast with a stride of 0: one Q for the whole batch, one K/V head
+// for all KV heads. Every index of that dimension reads the same memory.
+
+// `values` ([1 or n] along `dim`) repeated n times along dim, in logical order.
+std::vector<float> repeat_along(const std::vector<float>& values, Dims4 dims, int dim, std::int64_t n) {
+  Dims4 full = dims;
+  full[std::size_t(dim)] = n;
+  std::vector<float> out(std::size_t(count(full)));
+  for (std::int64_t b = 0; b < full[0]; ++b)
+    for (std::int64_t h = 0; h < full[1]; ++h)
+      for (std::int64_t s = 0; s < full[2]; ++s)
+        for (std::int64_t d = 0; d < full[3]; ++d) {
+          Dims4 from{b, h, s, d};
+          from[std::size_t(dim)] = 0;
+          out[logical_index(full, b, h, s, d)] = values[logical_index(dims, from[0], from[1], from[2], from[3])];
+        }
+  return out;
+}
+
+TEST_F(SpecialInputs, StrideZeroBroadcastInputs) {
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  for (DType dtype : {DType::f16, DType::bf16}) {
+    for (std::int64_t d : {64, 128}) {
+      AttnCase c;
+      c.dtype = dtype;
+      c.batch = 2;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.seq_q = 100;
+      c.seq_k = 300;
+      c.head_dim = d;
+      c.mask = Mask::bottom_right;
+      SCOPED_TRACE(case_name(c));
+      const Dims4 q_one{1, c.heads_q, c.seq_q, d};      // broadcast over the batch
+      const Dims4 kv_one{c.batch, 1, c.seq_k, d};       // broadcast over KV heads
+      const std::vector<float> q1 = rng.normal_vector(std::size_t(count(q_one)), dtype);
+      const std::vector<float> k1 = rng.normal_vector(std::size_t(count(kv_one)), dtype);
+      const std::vector<float> v1 = rng.normal_vector(std::size_t(count(kv_one)), dtype);
+      TestTensor dq = make_tensor(Layout::bhsd, dtype, q_one, &q1);
+      TestTensor dk = make_tensor(Layout::bhsd, dtype, kv_one, &k1);
+      TestTensor dv = make_tensor(Layout::bhsd, dtype, kv_one, &v1);
+      jit::TensorView q = dq.view, k = dk.view, v = dv.view;
+      q.shape[0] = c.batch;
+      q.strides[0] = 0;
+      k.shape[1] = v.shape[1] = c.heads_kv;
+      k.strides[1] = v.strides[1] = 0;
+      const Dims4 o_dims{c.batch, c.heads_q, c.seq_q, d};
+      TestTensor out = make_tensor(Layout::bhsd, dtype, o_dims);
+      jit::attention(q, k, v, out.view, options_for(c, nullptr));
+      synchronize();
+      const ReferenceProblem p = reference_problem(c);
+      const ReferenceResult ref = reference_attention(p, repeat_along(q1, q_one, 0, c.batch),
+                                                      repeat_along(k1, kv_one, 1, c.heads_kv),
+                                                      repeat_along(v1, kv_one, 1, c.heads_kv));
+      expect_output_matches(gather_logical(download_storage(out), out.view), ref, p);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
 // More than 2^31 elements per tensor: 32-bit element offsets would wrap at the
 // heads past 2^31. The tensors are filled with a repeating random pattern
 // (copied, not generated, so the fill takes a second), whose period is not a
