@@ -1,6 +1,7 @@
 // The Hopper attention family: kernel_src/attention/sm90/.
 #include <fmt/format.h>
 
+#include <array>
 #include <cstring>
 
 #include "jit/attention_family.h"
@@ -72,6 +73,33 @@ cujit::TmaDescriptor tensor_map(const TensorView& t, int box_rows) {
   static_assert(sizeof(out) == sizeof(map), "TmaDescriptor mirrors CUtensorMap");
   std::memcpy(&out, &map, sizeof(map));
   return out;
+}
+
+// tensor_map through a small per-thread cache: the last maps this thread
+// encoded, reused when the same view (address, dtype, shape, strides) comes
+// with the same box, so a repeated call encodes nothing on its hot path. A
+// map holds nothing but those fields, so reuse is exact whatever the memory
+// at that address has become since.
+cujit::TmaDescriptor cached_tensor_map(const TensorView& t, int box_rows) {
+  struct Entry {
+    TensorView view{};
+    int box_rows = 0;
+    cujit::TmaDescriptor map{};
+  };
+  constexpr std::size_t kEntries = 8;  // q, k, v, o of two alternating problems
+  thread_local std::array<Entry, kEntries> entries;
+  thread_local std::size_t next = 0;
+  for (const Entry& e : entries) {
+    if (e.box_rows == box_rows && e.view.data == t.data && e.view.dtype == t.dtype && e.view.shape == t.shape &&
+        e.view.strides == t.strides) {
+      return e.map;
+    }
+  }
+  Entry& e = entries[next++ % kEntries];
+  e.map = tensor_map(t, box_rows);
+  e.view = t;
+  e.box_rows = box_rows;
+  return e.map;
 }
 
 class Sm90AttentionFamily final : public AttentionFamily {
@@ -157,13 +185,13 @@ class Sm90AttentionFamily final : public AttentionFamily {
   void launch(const Kernel& kernel, const AttnLaunch& launch, const AttnProblem& problem, const AttnTensors& t,
               Stream stream) const override {
     cujit::Sm90AttnParams p{};
-    p.q = tensor_map(t.q, 64);
+    p.q = cached_tensor_map(t.q, 64);
     // With no keys the kernel loads no K/V block, but TMA cannot describe an
     // empty tensor: give it Q's map, never read.
     const bool no_keys = problem.seq_k == 0;
-    p.k = tensor_map(no_keys ? t.q : t.k, launch.block_n);
-    p.v = tensor_map(no_keys ? t.q : t.v, launch.block_n);
-    p.o = tensor_map(t.out, 64);
+    p.k = cached_tensor_map(no_keys ? t.q : t.k, launch.block_n);
+    p.v = cached_tensor_map(no_keys ? t.q : t.v, launch.block_n);
+    p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
     p.m_blocks = int((problem.seq_q + launch.block_m - 1) / launch.block_m);
     p.total_tiles = p.m_blocks * int(problem.heads_q * problem.batch);

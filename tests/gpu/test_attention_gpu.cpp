@@ -422,6 +422,46 @@ TEST_F(GpuTest, InvalidArgumentsThrowInvalidArgument) {
   EXPECT_EQ(written, 0) << "a rejected call wrote to the output";
 }
 
+// The hot path reuses what it built for a shape (kernel, launch, TMA maps):
+// calls that alternate between buffers and layouts of one shape must each
+// read and write their own tensors.
+TEST_F(GpuTest, RepeatedCallsFollowTheirBuffersAndLayouts) {
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  AttnCase c;
+  c.batch = 2;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.seq_q = 200;
+  c.seq_k = 333;
+  c.head_dim = 128;
+  c.mask = Mask::bottom_right;
+  AttnCase bshd = c;
+  bshd.q_layout = bshd.kv_layout = bshd.out_layout = Layout::bshd;
+  struct Run {
+    AttnInputs in;
+    TestTensor out;
+  };
+  std::vector<Run> runs;
+  for (const AttnCase& each : {c, c, bshd}) {
+    AttnInputs in = make_inputs(each, rng);
+    TestTensor out = make_tensor(each.out_layout, each.dtype, {c.batch, c.heads_q, c.seq_q, c.head_dim});
+    runs.push_back({std::move(in), std::move(out)});
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (std::size_t r = 0; r < runs.size(); ++r) {
+      poison(runs[r].out.buffer.data(), runs[r].out.buffer.size());
+      jit::attention(runs[r].in.dq.view, runs[r].in.dk.view, runs[r].in.dv.view, runs[r].out.view,
+                     options_for(c, nullptr));
+      synchronize();
+      SCOPED_TRACE(fmt::format("round {}, tensors {}", round, r));
+      const ReferenceProblem p = reference_problem(c);
+      const ReferenceResult ref = reference_attention(p, runs[r].in.q, runs[r].in.k, runs[r].in.v);
+      expect_output_matches(gather_logical(download_storage(runs[r].out), runs[r].out.view), ref, p);
+    }
+  }
+}
+
 TEST_F(GpuTest, HopperUsesTheSm90Family) {
   if (jit::current_target().arch != "sm_90a") GTEST_SKIP() << "not an sm_90a GPU";
   const char* choice = std::getenv("CUJIT_FAMILY");
