@@ -14,7 +14,10 @@
 
 #include "attention/attn_params.h"
 #include "attention/sm90/attn_params_sm90.h"
+#include "jit/attention_problem.h"
 #include "jit/cujit.h"
+#include "jit/device.h"
+#include "jit/tensor_placement.h"
 #include "jit/timing.h"
 #include "jit/warmup.h"
 
@@ -131,12 +134,14 @@ int run_host_overhead(const std::string& csv_path) {
   const jit::Stream stream = nullptr;
   fmt::print("device: {} ({}), cache: {}\n", target.device_name, target.arch, jit::cache_directory());
   fmt::print("host time per call: median of 30 batches of 100 calls, no synchronization inside a batch\n");
-  fmt::print("{:>3} {:>3} {:>6} {:>4} {:>2} {:>5} | {:>12} {:>11} {:>11} {:>6} | {}\n", "B", "H", "S", "D", "c", "dt",
-             "attention us", "bare us", "overhead us", "params", "variant");
+  fmt::print("{:>3} {:>3} {:>6} {:>4} {:>2} {:>5} | {:>12} {:>11} {:>11} {:>6} | {:>11} {:>12} | {}\n", "B", "H", "S",
+             "D", "c", "dt", "attention us", "bare us", "overhead us", "params", "validate us", "placement us",
+             "variant");
   std::ofstream csv;
   if (!csv_path.empty()) {
     csv.open(csv_path);
-    csv << "B,H,S,D,causal,dtype,attention_us,bare_launch_us,overhead_us,params_bytes,variant\n";
+    csv << "B,H,S,D,causal,dtype,attention_us,bare_launch_us,overhead_us,params_bytes,validate_us,placement_us,"
+           "variant\n";
   }
   for (const jit::AttentionShape& s : shapes) {
     jit::DeviceTensor q = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 11);
@@ -157,14 +162,21 @@ int run_host_overhead(const std::string& csv_path) {
     const bool sm90 = plan.family == "attn_fwd_sm90";
     const std::size_t params_bytes = sm90 ? sizeof(cujit::Sm90AttnParams) : sizeof(cujit::AttnParams);
     const double bare_us = sm90 ? bare_launch_us<cujit::Sm90AttnParams>(stream) : bare_launch_us<cujit::AttnParams>(stream);
-    fmt::print("{:3} {:3} {:6} {:4} {:2} {:>5} | {:12.2f} {:11.2f} {:11.2f} {:6} | {}\n", s.batch, s.heads, s.seq,
-               s.head_dim, int(s.causal), jit::to_string(s.dtype), attention_us, bare_us, attention_us - bare_us,
-               params_bytes, plan.variant);
+    // Two parts of the overhead on their own: argument checks (no GPU) and the
+    // check that every tensor is memory of the kernel's GPU (a driver query each).
+    const double validate_us = host_us_per_call(
+        [&] { (void)jit::detail::validate_attention(q.view, k.view, v.view, out, options); }, stream);
+    const double placement_us = host_us_per_call(
+        [&] { jit::detail::check_placement(q.view, k.view, v.view, out, nullptr, jit::detail::current_device()); },
+        stream);
+    fmt::print("{:3} {:3} {:6} {:4} {:2} {:>5} | {:12.2f} {:11.2f} {:11.2f} {:6} | {:11.2f} {:12.2f} | {}\n", s.batch,
+               s.heads, s.seq, s.head_dim, int(s.causal), jit::to_string(s.dtype), attention_us, bare_us,
+               attention_us - bare_us, params_bytes, validate_us, placement_us, plan.variant);
     std::fflush(stdout);
     if (csv.is_open()) {
-      csv << fmt::format("{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{}\n", s.batch, s.heads, s.seq, s.head_dim,
-                         s.causal ? "True" : "False", jit::to_string(s.dtype), attention_us, bare_us,
-                         attention_us - bare_us, params_bytes, plan.variant);
+      csv << fmt::format("{},{},{},{},{},{},{:.3f},{:.3f},{:.3f},{},{:.3f},{:.3f},{}\n", s.batch, s.heads, s.seq,
+                         s.head_dim, s.causal ? "True" : "False", jit::to_string(s.dtype), attention_us, bare_us,
+                         attention_us - bare_us, params_bytes, validate_us, placement_us, plan.variant);
     }
   }
   return 0;
