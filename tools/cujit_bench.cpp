@@ -43,6 +43,22 @@ std::vector<BenchShape> grid(bool quick) {
   return shapes;
 }
 
+// Random q, k, v (fixed seeds) and an output buffer for one shape, contiguous [B, H, S, D].
+struct BenchTensors {
+  jit::DeviceTensor q, k, v;
+  jit::DeviceBuffer out_buffer;
+  jit::TensorView out;
+};
+BenchTensors bench_tensors(const jit::AttentionShape& s) {
+  BenchTensors t;
+  t.q = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 11);
+  t.k = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 12);
+  t.v = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 13);
+  t.out_buffer = jit::DeviceBuffer(t.q.buffer.size());
+  t.out = jit::TensorView::bhsd(t.out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
+  return t;
+}
+
 // ---------------------------------------------------------------------------
 // Host overhead: what one jit::attention call costs the calling thread beyond
 // the launch itself (argument checks, finding the kernel and config, building
@@ -144,20 +160,17 @@ int run_host_overhead(const std::string& csv_path) {
            "variant\n";
   }
   for (const jit::AttentionShape& s : shapes) {
-    jit::DeviceTensor q = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 11);
-    jit::DeviceTensor k = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 12);
-    jit::DeviceTensor v = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 13);
-    jit::DeviceBuffer out_buffer(q.buffer.size());
-    const jit::TensorView out = jit::TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
+    const BenchTensors tensors = bench_tensors(s);
+    const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
     jit::AttentionOptions options;
     options.causal = s.causal;
     options.stream = stream;
     // First call: compile (or load) and tune, outside the measurement.
-    const jit::AttentionPlan plan = jit::plan_attention(q.view, k.view, v.view, out, options);
-    jit::attention(q.view, k.view, v.view, out, options);
+    const jit::AttentionPlan plan = jit::plan_attention(q, k, v, out, options);
+    jit::attention(q, k, v, out, options);
     jit::synchronize(stream);
     const double attention_us =
-        host_us_per_call([&] { jit::attention(q.view, k.view, v.view, out, options); }, stream);
+        host_us_per_call([&] { jit::attention(q, k, v, out, options); }, stream);
     // The bare launch takes the parameter struct of the family that served the call.
     const bool sm90 = plan.family == "attn_fwd_sm90";
     const std::size_t params_bytes = sm90 ? sizeof(cujit::Sm90AttnParams) : sizeof(cujit::AttnParams);
@@ -165,9 +178,9 @@ int run_host_overhead(const std::string& csv_path) {
     // Two parts of the overhead on their own: argument checks (no GPU) and the
     // check that every tensor is memory of the kernel's GPU (a driver query each).
     const double validate_us = host_us_per_call(
-        [&] { (void)jit::detail::validate_attention(q.view, k.view, v.view, out, options); }, stream);
+        [&] { (void)jit::detail::validate_attention(q, k, v, out, options); }, stream);
     const double placement_us = host_us_per_call(
-        [&] { jit::detail::check_placement(q.view, k.view, v.view, out, nullptr, jit::detail::current_device()); },
+        [&] { jit::detail::check_placement(q, k, v, out, nullptr, jit::detail::current_device()); },
         stream);
     fmt::print("{:3} {:3} {:6} {:4} {:2} {:>5} | {:12.2f} {:11.2f} {:11.2f} {:6} | {:11.2f} {:12.2f} | {}\n", s.batch,
                s.heads, s.seq, s.head_dim, int(s.causal), jit::to_string(s.dtype), attention_us, bare_us,
@@ -214,17 +227,14 @@ int main(int argc, char** argv) {
     std::ofstream csv(csv_path);
     csv << "tag,B,H,S,D,causal,dtype,impl,us,tflops,first_call_ms,variant\n";
     for (const auto& [tag, s] : shapes) {
-      jit::DeviceTensor q = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 11);
-      jit::DeviceTensor k = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 12);
-      jit::DeviceTensor v = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 13);
-      jit::DeviceBuffer out_buffer(q.buffer.size());
-      const jit::TensorView out = jit::TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
+      const BenchTensors tensors = bench_tensors(s);
+      const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
       jit::AttentionOptions options;
       options.causal = s.causal;
       // First call: compile (or load) and tune, as a user's first call would.
       const auto start = std::chrono::steady_clock::now();
-      const jit::AttentionPlan plan = jit::plan_attention(q.view, k.view, v.view, out, options);
-      jit::attention(q.view, k.view, v.view, out, options);
+      const jit::AttentionPlan plan = jit::plan_attention(q, k, v, out, options);
+      jit::attention(q, k, v, out, options);
       jit::synchronize(nullptr);
       const double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       jit::TimingOptions timing;
@@ -233,7 +243,7 @@ int main(int argc, char** argv) {
       timing.max_reps = 200;
       timing.target_ms = 100;
       timing.flush_l2 = true;  // as triton.testing.do_bench in peers.py
-      const jit::Timing t = jit::time_on_stream([&] { jit::attention(q.view, k.view, v.view, out, options); }, nullptr, timing);
+      const jit::Timing t = jit::time_on_stream([&] { jit::attention(q, k, v, out, options); }, nullptr, timing);
       const double flops = 4.0 * s.batch * s.heads * double(s.seq) * double(s.seq) * s.head_dim / (s.causal ? 2 : 1);
       const double tflops = flops / (t.median_us * 1e-6) / 1e12;
       const char* dtype = s.dtype == jit::DType::f16 ? "float16" : "bfloat16";
