@@ -77,11 +77,11 @@ struct Launchable {
 };
 
 Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
-                          const TensorView& v, Stream stream) {
+                          const TensorView& v, Stream stream, const detail::DeviceInfo& device) {
   constexpr std::size_t kMaxShapes = 4096;  // varying lengths must not grow it without bound
   static std::mutex mutex;
   static std::unordered_map<ShapeKey, Launchable, ShapeKeyHash> shapes;
-  const ShapeKey key{detail::current_device().context, problem};
+  const ShapeKey key{device.context, problem};
   {
     std::lock_guard lock(mutex);
     if (auto it = shapes.find(key); it != shapes.end()) return it->second;
@@ -102,8 +102,9 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
                const AttentionOptions& options) {
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
   if (problem.empty()) return;  // nothing to compute, nothing launched
-  detail::check_placement(q, k, v, out, options.lse, detail::current_device());
-  const Launchable l = launchable_for(problem, q, k, v, options.stream);
+  const detail::DeviceInfo& device = detail::current_device();
+  detail::check_placement(q, k, v, out, options.lse, device);
+  const Launchable l = launchable_for(problem, q, k, v, options.stream, device);
   l.family->launch(*l.kernel, l.launch, problem, {q, k, v, out, options.lse}, options.stream);
 }
 
