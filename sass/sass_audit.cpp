@@ -63,12 +63,14 @@ Instruction parse_instruction(unsigned address, const std::string& body) {
 
 // ---------------------------------------------------------------- registers
 
-// Dense indices: R0-R255, UR0-UR63, P0-P7, UP0-UP7. RZ, URZ, PT, UPT are
-// constants and have none.
+// Dense indices: R0-R255, UR0-UR63, P0-P7, UP0-UP7, and one more for the
+// result of a barrier reduction (BAR.RED writes it, B2R reads it). RZ, URZ,
+// PT, UPT are constants and have none.
 constexpr int kUniformBase = 256;
 constexpr int kPredicateBase = 320;
 constexpr int kUniformPredicateBase = 328;
-constexpr int kRegisters = 336;
+constexpr int kBarrierResult = 336;
+constexpr int kRegisters = 337;
 
 struct RegisterRef {
   int index = -1;
@@ -76,11 +78,17 @@ struct RegisterRef {
 };
 
 // Registers named in an operand, with ".64"/".128" widening an address pair.
+// PR (UPR) is the predicates P0-P6 (UP0-UP6) together, as P2R and R2P name them.
 std::vector<RegisterRef> registers_in(const std::string& operand) {
-  static const std::regex pattern(R"((^|[^A-Za-z0-9_])(UR|R|UP|P)(\d+)(\.64|\.128)?)");
+  static const std::regex pattern(R"((^|[^A-Za-z0-9_])(UR|R|UP|P)(\d+|R\b)(\.64|\.128)?)");
   std::vector<RegisterRef> out;
   for (std::sregex_iterator it(operand.begin(), operand.end(), pattern), end; it != end; ++it) {
     const std::string kind = (*it)[2];
+    if ((*it)[3] == "R") {
+      if (kind == "P") out.push_back({kPredicateBase, 7});
+      if (kind == "UP") out.push_back({kUniformPredicateBase, 7});
+      continue;
+    }
     const int n = std::stoi((*it)[3]);
     const std::string suffix = (*it)[4];
     RegisterRef r;
@@ -96,7 +104,7 @@ std::vector<RegisterRef> registers_in(const std::string& operand) {
 
 bool is_bare_register(const std::string& operand) {
   if (operand.empty() || operand.find('[') != std::string::npos) return false;
-  static const std::regex pattern(R"([-!|]*(UR|R|UP|P)(\d+|Z|T)(\.[A-Za-z0-9_]+)*\|?)");
+  static const std::regex pattern(R"([-!|]*(UR|R|UP|P)(\d+|Z|T|R)(\.[A-Za-z0-9_]+)*\|?)");
   return std::regex_match(operand, pattern);
 }
 bool is_predicate(const std::string& operand) {
@@ -120,6 +128,7 @@ int destination_width(const Instruction& in) {
   }
   if (base == "HMMA" || base == "IMMA") return 4;
   if (base == "LDSM") return has_modifier(in.opcode, "4") ? 4 : has_modifier(in.opcode, "2") ? 2 : 1;
+  if (base == "CS2R") return has_modifier(in.opcode, "32") ? 1 : 2;
   if (has_modifier(in.opcode, "128")) return 4;
   if (has_modifier(in.opcode, "64") || has_modifier(in.opcode, "WIDE")) return 2;
   return 1;
@@ -138,20 +147,58 @@ bool loads_data(const std::string& base) {
 }
 bool reads_sync_state(const std::string& base) { return base == "SYNCS"; }
 
-// Operand positions written. Operand 0 when it is a register; operand 1 too
-// for compare-and-set instructions (two predicate outputs), shuffles (a
-// predicate, then the value) and carry-out forms ("IADD3 R4, P0, ...").
+// Instructions whose first operand, a register, is read and not written.
+bool writes_no_register(const Instruction& in) {
+  const std::string base = base_opcode(in.opcode);
+  if (base == "BAR") return true;  // "BAR.SYNC R2, 0x80": R2 is the barrier's number
+  static const std::set<std::string> none = {"WARPSYNC", "NANOSLEEP", "BPT", "YIELD", "RET", "EXIT", "BRA", "BRX",
+                                             "JMP", "JMX", "CALL", "CCTL", "MEMBAR"};
+  return none.count(base) > 0;
+}
+
+// Operand positions written: the leading operands, as the instruction's form
+// says how many.
+//   "R4, ..."                  one value
+//   "R4, P0, P1, ..."          a value and carry outs (IADD3, LEA, UIADD3: the
+//                              predicates right after the value, two at most)
+//   "P0, P1, ..."              compare-and-set and PLOP3: two predicates
+//   "P0, R9, ..."              a predicate and a value: LOP3 ("LOP3.LUT P2,
+//                              R9, R3, 0x7f, RZ, 0xc0, !PT" writes R9 and
+//                              P2), SHFL, R2UR ("R2UR P0, UR10, R7"), ELECT,
+//                              atomics
+//   "R5, PT, P0" / "UP2, P0"   VOTE: all but the last (the predicate voted on)
+// Other instructions with a predicate first (FCHK P0, R4, R5; SYNCS.PHASECHK
+// P0, [UR4], R5) write only the predicate.
 std::vector<std::size_t> destination_operands(const Instruction& in) {
   std::vector<std::size_t> out;
-  if (in.operands.empty() || !is_bare_register(in.operands[0])) return out;
+  if (in.operands.empty() || !is_bare_register(in.operands[0]) || writes_no_register(in)) return out;
   out.push_back(0);
   const std::string base = base_opcode(in.opcode);
-  const bool two_outputs = base.find("SETP") != std::string::npos || base == "PLOP3" || base == "UPLOP3" ||
-                           base == "SHFL";
-  if (in.operands.size() > 1 && (two_outputs || is_predicate(in.operands[1])) && is_bare_register(in.operands[1])) {
-    out.push_back(1);
+  const std::size_t n = in.operands.size();
+  if (base == "VOTE" || base == "VOTEU") {
+    for (std::size_t i = 1; i + 1 < n && is_bare_register(in.operands[i]); ++i) out.push_back(i);
+    return out;
+  }
+  if (is_predicate(in.operands[0])) {
+    static const std::set<std::string> predicate_and_value = {"PLOP3", "UPLOP3", "LOP3",  "ULOP3", "SHFL",
+                                                              "R2UR",  "ELECT",  "ATOM", "ATOMG", "ATOMS"};
+    const bool two = base.find("SETP") != std::string::npos || predicate_and_value.count(base) > 0;
+    if (two && n > 1 && is_bare_register(in.operands[1])) out.push_back(1);
+    return out;
+  }
+  for (std::size_t i = 1; i < n && i <= 2 && is_predicate(in.operands[i]) && is_bare_register(in.operands[i]); ++i) {
+    out.push_back(i);
   }
   return out;
+}
+
+// Whether the written registers keep what they held as well: accumulators,
+// R2UR.OR/.AND (which combine the predicate they write with its old value),
+// and R2P (which writes only the predicates its mask names).
+bool reads_destination(const Instruction& in) {
+  const std::string base = base_opcode(in.opcode);
+  return base == "HGMMA" || base == "HMMA" || base == "R2P" ||
+         (base == "R2UR" && (has_modifier(in.opcode, "OR") || has_modifier(in.opcode, "AND")));
 }
 
 bool is_branch(const std::string& base) { return base == "BRA" || base == "BRX" || base == "JMX" || base == "JMP"; }
@@ -175,45 +222,102 @@ std::optional<int> branch_condition(const Instruction& in) {
 
 using Marks = std::array<std::uint8_t, kRegisters>;
 
-void mark_range(Marks& marks, const RegisterRef& r, int width, std::uint8_t value, bool replace) {
+// The marks, and for each register with the data mark the instruction that
+// put it there (an index into the function's code; -1 where none did).
+struct State {
+  Marks marks{};
+  std::array<int, kRegisters> origin{};
+  State() { origin.fill(-1); }
+};
+
+// How an instruction first produced the data mark: the register it read that
+// carried it (-1: the instruction loads, so the mark starts there) and the
+// instruction that had put the mark in that register. via -2: not yet.
+struct Cause {
+  int via = -2;
+  int from = -1;
+};
+
+void mark_range(State& state, const RegisterRef& r, int width, std::uint8_t value, bool replace, int writer) {
   for (int i = 0; i < width && r.index + i < kRegisters; ++i) {
-    std::uint8_t& m = marks[std::size_t(r.index + i)];
+    const std::size_t k = std::size_t(r.index + i);
+    std::uint8_t& m = state.marks[k];
+    if (value & kData) {
+      state.origin[k] = writer;
+    } else if (replace) {
+      state.origin[k] = -1;
+    }
     m = replace ? value : std::uint8_t(m | value);
   }
 }
 
-// Applies one instruction to the marks.
-void transfer(const Instruction& in, Marks& marks) {
+// Applies instruction `index` to the state; records how it first produced data.
+void transfer(const Instruction& in, int index, State& state, Cause& cause) {
+  const Marks& marks = state.marks;
   const std::string base = base_opcode(in.opcode);
   const std::vector<std::size_t> dests = destination_operands(in);
   std::uint8_t sources = 0;
-  const bool wide_sources = has_modifier(in.opcode, "64") || has_modifier(in.opcode, "WIDE");
+  int data_via = -2;  // first register read that carries data
+  auto read = [&](int reg) {
+    const std::uint8_t m = marks[std::size_t(reg)];
+    sources |= m;
+    if ((m & kData) && data_via == -2) data_via = reg;
+  };
+  // Which sources are register pairs: all of a ".64" instruction's; of
+  // IMAD.WIDE's "R10, R19, UR16, R10", only the addend (the third source):
+  // the factors are 32 bits.
+  const bool wide = has_modifier(in.opcode, "WIDE");
+  const bool wide_sources = has_modifier(in.opcode, "64");
+  std::size_t source_position = 0;
   for (std::size_t i = 0; i < in.operands.size(); ++i) {
     if (std::find(dests.begin(), dests.end(), i) != dests.end()) continue;
+    const bool pair = wide_sources || (wide && (source_position == 2 || in.operands.size() - dests.size() < 3));
+    ++source_position;
     for (const RegisterRef& r : registers_in(in.operands[i])) {
-      const int width = wide_sources && r.index < kUniformBase + 64 ? std::max(r.width, 2) : r.width;
-      for (int k = 0; k < width && r.index + k < kRegisters; ++k) sources |= marks[std::size_t(r.index + k)];
+      const int width = pair && r.index < kUniformBase + 64 ? std::max(r.width, 2) : r.width;
+      for (int k = 0; k < width && r.index + k < kRegisters; ++k) read(r.index + k);
     }
   }
-  if (base == "HGMMA" || base == "HMMA") {
-    // The accumulator is read as well as written.
-    for (const RegisterRef& r : registers_in(in.operands.empty() ? "" : in.operands[0])) {
-      for (int k = 0; k < destination_width(in) && r.index + k < kRegisters; ++k)
-        sources |= marks[std::size_t(r.index + k)];
+  if (reads_destination(in)) {
+    for (std::size_t d : dests) {
+      for (const RegisterRef& r : registers_in(in.operands[d])) {
+        const int width = d == 0 ? std::max(destination_width(in), r.width) : r.width;
+        for (int k = 0; k < width && r.index + k < kRegisters; ++k) read(r.index + k);
+      }
     }
   }
-  std::uint8_t value = sources;
-  if (loads_data(base)) value |= kData;
-  if (reads_sync_state(base)) value |= kSync;
+  if (base == "B2R") read(kBarrierResult);  // "B2R.RESULT R0": a BAR.RED's reduction
   const bool guarded = !in.guard.empty();
-  if (guarded) value |= marks[std::size_t(registers_in(in.guard).at(0).index)];
+  if (guarded) read(registers_in(in.guard).at(0).index);
+  std::uint8_t value = sources;
+  if (loads_data(base)) {
+    value |= kData;
+    data_via = -1;
+  }
+  if (reads_sync_state(base)) value |= kSync;
+  if ((value & kData) && cause.via == -2) {
+    cause.via = data_via;
+    cause.from = data_via >= 0 ? state.origin[std::size_t(data_via)] : -1;
+  }
   for (std::size_t d : dests) {
     for (const RegisterRef& r : registers_in(in.operands[d])) {
-      const int width = d == 0 ? destination_width(in) : 1;
+      const int width = d == 0 ? std::max(destination_width(in), r.width) : r.width;
       // A predicated write may not happen: the old marks stay possible.
-      mark_range(marks, r, width, value, !guarded);
+      mark_range(state, r, width, value, !guarded, index);
     }
   }
+  // "BAR.RED.POPC 0x0, P0" reduces its predicate over the block; B2R reads the result.
+  if (base == "BAR" && has_modifier(in.opcode, "RED")) {
+    mark_range(state, {kBarrierResult, 1}, 1, value, !guarded, index);
+  }
+}
+
+std::string register_name(int index) {
+  if (index == kBarrierResult) return "BAR.RED result";
+  if (index >= kUniformPredicateBase) return "UP" + std::to_string(index - kUniformPredicateBase);
+  if (index >= kPredicateBase) return "P" + std::to_string(index - kPredicateBase);
+  if (index >= kUniformBase) return "UR" + std::to_string(index - kUniformBase);
+  return "R" + std::to_string(index);
 }
 
 BranchKind classify(std::uint8_t condition_marks) {
@@ -282,24 +386,29 @@ Audit audit_function(const Function& function) {
       if (const auto target = branch_target(code[i]); target && index_of.count(*target)) starts.insert(index_of[*target]);
     }
   }
-  std::map<std::size_t, Marks> entry;  // block start -> marks on entry (joined over predecessors)
+  std::map<std::size_t, State> entry;  // block start -> marks on entry (joined over predecessors)
   std::map<unsigned, Branch> branches;
+  std::map<unsigned, std::pair<int, int>> data_condition;  // data branch -> (its predicate, where the mark came from)
+  std::vector<Cause> causes(code.size());
   std::deque<std::size_t> work = {0};
-  entry[0].fill(0);
+  entry[0] = State();
   std::set<std::size_t> queued = {0};
   while (!work.empty()) {
     const std::size_t start = work.front();
     work.pop_front();
     queued.erase(start);
-    Marks marks = entry[start];
+    State state = entry[start];
+    const Marks& marks = state.marks;
     auto flow_to = [&](std::size_t next) {
-      auto [it, fresh] = entry.try_emplace(next, marks);
+      auto [it, fresh] = entry.try_emplace(next, state);
       bool changed = fresh;
       if (!fresh) {
-        for (int r = 0; r < kRegisters; ++r) {
-          const std::uint8_t joined = it->second[std::size_t(r)] | marks[std::size_t(r)];
-          changed |= joined != it->second[std::size_t(r)];
-          it->second[std::size_t(r)] = joined;
+        for (std::size_t r = 0; r < std::size_t(kRegisters); ++r) {
+          std::uint8_t& existing = it->second.marks[r];
+          const std::uint8_t joined = existing | marks[r];
+          if ((marks[r] & kData) && !(existing & kData)) it->second.origin[r] = state.origin[r];
+          changed |= joined != existing;
+          existing = joined;
         }
       }
       if (changed && queued.insert(next).second) work.push_back(next);
@@ -323,6 +432,9 @@ Audit audit_function(const Function& function) {
                                                 : BranchKind::unconditional;
           // Over iterations the marks only grow: keep the strongest kind seen.
           b.kind = std::max(b.kind, kind);
+          if (kind == BranchKind::data && !data_condition.count(in.address)) {
+            data_condition[in.address] = {*condition, state.origin[std::size_t(*condition)]};
+          }
         }
         if (const auto target = branch_target(in); is_branch(base) && target && index_of.count(*target)) {
           flow_to(index_of[*target]);
@@ -330,15 +442,29 @@ Audit audit_function(const Function& function) {
         if (conditional && i + 1 < code.size()) flow_to(i + 1);
         break;
       }
-      transfer(in, marks);
+      transfer(in, int(i), state, causes[i]);
       if (i + 1 == code.size()) break;
+    }
+  }
+  // Each data branch's chain, back along the recorded causes. A cause is
+  // recorded once, the first time an instruction produces the data mark, and
+  // names an instruction that produced it earlier, so the walk ends at a load.
+  for (auto& [address, condition] : data_condition) {
+    Branch& b = branches[address];
+    b.chain.push_back({address, b.text, register_name(condition.first)});
+    std::set<int> seen;
+    for (int at = condition.second; at >= 0 && seen.insert(at).second;) {
+      const Cause& c = causes[std::size_t(at)];
+      b.chain.push_back(
+          {code[std::size_t(at)].address, code[std::size_t(at)].text, c.via >= 0 ? register_name(c.via) : ""});
+      at = c.via >= 0 ? c.from : -1;
     }
   }
   for (auto& [address, b] : branches) audit.branches.push_back(b);
   return audit;
 }
 
-nlohmann::json to_json(const Audit& audit) {
+nlohmann::json to_json(const Audit& audit, bool explain) {
   nlohmann::json j;
   j["function"] = audit.function;
   j["counts"] = audit.counts;
@@ -349,7 +475,16 @@ nlohmann::json to_json(const Audit& audit) {
     if (b.kind == BranchKind::data || b.kind == BranchKind::indirect) {
       char address[16];
       std::snprintf(address, sizeof address, "0x%04x", b.address);
-      flagged.push_back({{"address", address}, {"kind", to_string(b.kind)}, {"instruction", b.text}});
+      nlohmann::json f = {{"address", address}, {"kind", to_string(b.kind)}, {"instruction", b.text}};
+      if (explain && b.kind == BranchKind::data) {
+        nlohmann::json chain = nlohmann::json::array();
+        for (const ChainStep& step : b.chain) {
+          std::snprintf(address, sizeof address, "0x%04x", step.address);
+          chain.push_back({{"address", address}, {"instruction", step.text}, {"via", step.via}});
+        }
+        f["chain"] = chain;
+      }
+      flagged.push_back(f);
     }
   }
   j["branches"] = by_kind;

@@ -1,6 +1,7 @@
 // A reading of SASS text (cuobjdump -sass): instruction counts that show
 // whether a kernel compiled to what was meant (HGMMA, TMA, no local memory),
-// and a dataflow audit of its branches.
+// and a dataflow audit of its branches, with the chain of instructions that
+// carried the data mark to each flagged one.
 //
 // The audit marks every register and predicate with where its value can come
 // from: memory that holds the inputs (global/shared loads, and wgmma, which
@@ -45,10 +46,24 @@ enum class BranchKind {
 };
 const char* to_string(BranchKind kind);
 
+// One instruction on the way from a load to a flagged branch: the instruction,
+// and the register it read that carried the data mark ("" where the mark
+// starts: a load, or wgmma).
+struct ChainStep {
+  unsigned address = 0;
+  std::string text;
+  std::string via;
+};
+
 struct Branch {
   unsigned address = 0;
   std::string text;
   BranchKind kind = BranchKind::unconditional;
+  // For a data branch: one chain of instructions that carried the mark to its
+  // predicate, the branch first and the instruction that introduced the mark
+  // last. A witness of the analysis (the first way the mark arrived), not
+  // necessarily a path the program can take.
+  std::vector<ChainStep> chain;
 };
 
 struct Audit {
@@ -65,6 +80,7 @@ inline const std::vector<std::string> kCountedOpcodes = {"HGMMA", "HMMA",   "UTM
 
 Audit audit_function(const Function& function);
 
-nlohmann::json to_json(const Audit& audit);
+// explain: each flagged branch's chain as well.
+nlohmann::json to_json(const Audit& audit, bool explain = false);
 
 }  // namespace jit::sass

@@ -3,7 +3,9 @@
 // the instructions that matter (HGMMA, HMMA, UTMALDG, LDGSTS, ...), and every
 // branch classified by what its predicate depends on; a branch on loaded data
 // is flagged (attention's control flow should depend only on shapes).
-// Runs where cuobjdump (CUDA toolkit) is; --sass reads saved SASS instead.
+// Runs where cuobjdump (CUDA toolkit) is; --sass reads saved SASS instead;
+// --explain prints, for each flagged branch, the instructions that carried the
+// data mark from a load to its predicate.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -109,7 +111,7 @@ std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, co
   return out;
 }
 
-void print_table(const std::vector<Variant>& variants) {
+void print_table(const std::vector<Variant>& variants, bool explain) {
   fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5}\n", "variant",
              "regs", "spill", "local", "shared", "HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDL", "STL",
              "branches", "data");
@@ -124,6 +126,11 @@ void print_table(const std::vector<Variant>& variants) {
     for (const auto& b : v.audit.branches) {
       if (b.kind == jit::sass::BranchKind::data || b.kind == jit::sass::BranchKind::indirect) {
         fmt::print("    {} branch at 0x{:04x}: {}\n", jit::sass::to_string(b.kind), b.address, b.text);
+        if (!explain) continue;
+        for (const auto& step : b.chain) {
+          fmt::print("        0x{:04x}  {:60} {}\n", step.address, step.text,
+                     step.via.empty() ? std::string("<- mark starts here") : "<- via " + step.via);
+        }
       }
     }
   }
@@ -140,6 +147,7 @@ int main(int argc, char** argv) {
   std::string save_dir;
   bool json = false;
   bool strict = false;
+  bool explain = false;
   app.add_option("--cache", cache_dir, "cache root (default: CUJIT_CACHE_DIR or the default cache)");
   app.add_option("--sass", sass_files, "read saved `cuobjdump -sass` output instead of the cache (repeatable)");
   app.add_option("--variant", filter, "only variants whose name contains this");
@@ -148,6 +156,8 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   app.add_flag("--json", json, "one JSON array on stdout instead of the table");
   app.add_flag("--strict", strict, "exit 1 when any branch depends on loaded data");
+  app.add_flag("--explain", explain,
+               "for each data branch, the chain of instructions that carried the mark from a load to its predicate");
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Variant> variants =
@@ -159,7 +169,7 @@ int main(int argc, char** argv) {
     if (json) {
       nlohmann::json out = nlohmann::json::array();
       for (const Variant& v : variants) {
-        nlohmann::json j = jit::sass::to_json(v.audit);
+        nlohmann::json j = jit::sass::to_json(v.audit, explain);
         j["variant"] = v.name;
         j["arch"] = v.arch;
         j["resources"] = v.resources;
@@ -167,7 +177,7 @@ int main(int argc, char** argv) {
       }
       std::cout << out.dump(2) << "\n";
     } else {
-      print_table(variants);
+      print_table(variants, explain);
       fmt::print("{} variants, {} data-dependent branches\n", variants.size(), flagged);
     }
     return strict && flagged > 0 ? 1 : 0;

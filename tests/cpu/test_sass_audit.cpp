@@ -116,6 +116,118 @@ TEST(SassAudit, UniformBranchPredicateOperandIsTheCondition) {
   EXPECT_EQ(kind_at(a, 0x30), BranchKind::data);
 }
 
+// "LOP3.LUT P0, R14, R3, ..." writes R14 as well as P0: R14's old (loaded) value
+// does not reach P0, which tests only the thread index. (The epilogue's
+// `lane % 4 == 0` in sm90 attention compiles to this.)
+TEST(SassAudit, PredicateAndValueLop3WritesBoth) {
+  const auto a = audit({"LDS R14, [R2]", "S2R R3, SR_TID.X", "LOP3.LUT P0, R14, R3, 0x3, RZ, 0xc0, !PT",
+                        "@P0 BRA 0x70", "ISETP.NE.AND P1, PT, R14, RZ, PT", "@P1 BRA 0x70", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x30), BranchKind::index);
+  EXPECT_EQ(kind_at(a, 0x50), BranchKind::index);
+  const auto b = audit({"LDS R5, [R2]", "LOP3.LUT P0, R14, R5, 0x3, RZ, 0xc0, !PT", "@P0 BRA 0x50",
+                        "ISETP.NE.AND P1, PT, R14, RZ, PT", "@P1 BRA 0x60", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(b, 0x20), BranchKind::data);
+  EXPECT_EQ(kind_at(b, 0x40), BranchKind::data);
+}
+
+// IMAD.WIDE's factors are 32 bits; only the addend is a register pair. R30
+// (loaded) sits next to the factor R29 and must not be read.
+TEST(SassAudit, ImadWideReadsAPairOnlyForTheAddend) {
+  const auto a = audit({"LDS R30, [R2]", "S2R R29, SR_TID.X", "MOV R12, RZ", "MOV R13, RZ",
+                        "IMAD.WIDE.U32 R12, R29, UR28, R12", "LEA R14, P0, R12, UR22, 0x2", "@P0 BRA 0x80", "NOP",
+                        "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x60), BranchKind::index);
+  // The addend's high half is read, and both halves of the result written.
+  const auto b = audit({"LDS R13, [R2]", "S2R R29, SR_TID.X", "MOV R12, RZ", "IMAD.WIDE.U32 R12, R29, 0x4, R12",
+                        "ISETP.NE.AND P0, PT, R12, RZ, PT", "@P0 BRA 0x70", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(b, 0x50), BranchKind::data);
+}
+
+// "R2UR P0, UR10, R7" writes UR10 and P0 from R7; R2UR.OR also keeps P0's old value.
+TEST(SassAudit, R2urWritesItsUniformRegisterAndOrKeepsThePredicate) {
+  const auto a = audit({"LDS R5, [R2]", "R2UR UR10, R5", "S2R R7, SR_TID.X", "R2UR P0, UR10, R7", "@P0 BRA 0x80",
+                        "UISETP.NE.AND UP0, UPT, UR10, URZ, UPT", "BRA.U !UP0, 0x80", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x40), BranchKind::index);
+  EXPECT_EQ(kind_at(a, 0x60), BranchKind::index);
+  const auto b = audit({"LDS R5, [R2]", "ISETP.NE.AND P0, PT, R5, RZ, PT", "S2R R7, SR_TID.X",
+                        "R2UR.OR P0, UR8, R7", "@P0 BRA 0x60", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(b, 0x40), BranchKind::data);
+}
+
+// "IADD3 R4, P0, P1, ...": both carry outs are written from the sources.
+TEST(SassAudit, BothCarryOutsCarryTheSourcesMarks) {
+  const auto a = audit({"LDS R5, [R2]", "MOV R6, RZ", "IADD3 R4, P0, P1, R5, R6, RZ", "@P1 BRA 0x50", "NOP",
+                        "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x30), BranchKind::data);
+}
+
+// BAR's register is the barrier's number: read, not overwritten.
+TEST(SassAudit, BarrierRegisterIsNotWritten) {
+  const auto a = audit({"LDS R2, [R3]", "BAR.SYNC.DEFER_BLOCKING R2, 0x80", "ISETP.NE.AND P0, PT, R2, RZ, PT",
+                        "@P0 BRA 0x50", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x30), BranchKind::data);
+}
+
+// "VOTEU.ALL UP2, P0" reads P0 and writes UP2.
+TEST(SassAudit, VoteReadsItsLastPredicate) {
+  const auto a = audit({"LDS R5, [R2]", "ISETP.NE.AND P0, PT, R5, RZ, PT", "VOTEU.ALL UP2, P0", "BRA.U !UP2, 0x60",
+                        "@P0 BRA 0x60", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x30), BranchKind::data);
+  EXPECT_EQ(kind_at(a, 0x40), BranchKind::data);
+}
+
+// PR is all the predicates: R2P writes them, P2R reads them; a barrier
+// reduction's result goes through B2R.
+TEST(SassAudit, PredicateRegisterMovesAndBarrierReductionsCarryMarks) {
+  const auto a = audit({"LDS R5, [R2]", "R2P PR, R5, 0x7f", "@P3 BRA 0x40", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x20), BranchKind::data);
+  const auto b = audit({"LDS R5, [R2]", "ISETP.NE.AND P2, PT, R5, RZ, PT", "P2R R0, PR, RZ, 0x4",
+                        "ISETP.NE.AND P0, PT, R0, RZ, PT", "@P0 BRA 0x60", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(b, 0x40), BranchKind::data);
+  const auto c = audit({"LDS R5, [R2]", "ISETP.NE.AND P0, PT, R5, RZ, PT", "BAR.RED.POPC.DEFER_BLOCKING 0x0, P0",
+                        "B2R.RESULT R0", "ISETP.NE.AND P1, PT, R0, RZ, PT", "@P1 BRA 0x70", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(c, 0x50), BranchKind::data);
+}
+
+// CS2R writes a register pair.
+TEST(SassAudit, Cs2rClearsAPair) {
+  const auto a = audit({"LDS R5, [R2]", "CS2R R4, SRZ", "ISETP.NE.AND P0, PT, R5, RZ, PT", "@P0 BRA 0x50", "NOP",
+                        "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x30), BranchKind::index);
+}
+
+// The chain of a data branch goes back from the branch to the load, through
+// the register each instruction read.
+TEST(SassAudit, ExplainGivesTheChainFromTheLoad) {
+  const auto a = audit({"LDG.E R5, desc[UR4][R2.64]", "S2R R0, SR_TID.X", "FMUL R6, R5, R5", "IADD3 R7, R0, R6, RZ",
+                        "ISETP.NE.AND P0, PT, R7, RZ, PT", "@P0 BRA 0x70", "NOP", "EXIT"});
+  ASSERT_EQ(a.branches.size(), 1u);
+  const auto& chain = a.branches[0].chain;
+  ASSERT_EQ(chain.size(), 5u);
+  const std::vector<unsigned> addresses = {0x50, 0x40, 0x30, 0x20, 0x00};
+  const std::vector<std::string> via = {"P0", "R7", "R6", "R5", ""};
+  for (std::size_t i = 0; i < chain.size(); ++i) {
+    EXPECT_EQ(chain[i].address, addresses[i]);
+    EXPECT_EQ(chain[i].via, via[i]);
+  }
+  EXPECT_EQ(chain.back().text, "LDG.E R5, desc[UR4][R2.64]");
+  const nlohmann::json j = jit::sass::to_json(a, true);
+  EXPECT_EQ(j.at("flagged_branches")[0].at("chain").size(), 5u);
+  EXPECT_FALSE(jit::sass::to_json(a).at("flagged_branches")[0].contains("chain"));
+}
+
+// Around a loop the chain still ends at the load (the cause recorded first).
+TEST(SassAudit, ExplainChainAcrossABackEdgeEndsAtTheLoad) {
+  const auto a = audit({"MOV R7, RZ", "ISETP.NE.AND P0, PT, R7, RZ, PT", "@P0 BRA 0x50", "LDG.E R7, desc[UR4][R2.64]",
+                        "BRA 0x10", "EXIT"});
+  const auto& chain = a.branches.at(0).chain;
+  ASSERT_EQ(chain.size(), 3u);
+  EXPECT_EQ(chain[0].address, 0x20u);
+  EXPECT_EQ(chain[1].address, 0x10u);
+  EXPECT_EQ(chain[2].address, 0x30u);
+  EXPECT_EQ(chain[2].via, "");
+}
+
 TEST(SassAudit, JsonListsFlaggedBranches) {
   const auto a = audit({"LDG.E R5, desc[UR4][R2.64]", "ISETP.NE.AND P0, PT, R5, RZ, PT", "@P0 BRA 0x40", "NOP",
                         "EXIT"});
