@@ -13,6 +13,7 @@ struct AttnLaunch {
   LaunchGeometry geometry;
   int block_m = 0;  // query rows per tile
   int block_n = 0;  // keys per K/V block
+  int schedule = 0;  // the family's own per-shape scheduling choice (sm90: a TileOrder)
 };
 
 // The tensors of one call.

@@ -36,6 +36,15 @@ FamilyChoice parse_family_choice(const char* value) {
   throw Error(ErrorCode::InvalidArgument, fmt::format("CUJIT_FAMILY='{}' is not one of auto, portable, sm90", v));
 }
 
+TileOrderChoice parse_tile_order_choice(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "auto") return TileOrderChoice::automatic;
+  if (v == "heads") return TileOrderChoice::heads_first;
+  if (v == "rows") return TileOrderChoice::rows_first;
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("CUJIT_SM90_TILE_ORDER='{}' is not one of auto, heads, rows", v));
+}
+
 bool parse_bool_knob(const char* name, const char* value, bool fallback) {
   const std::string_view v = value ? value : "";
   if (v.empty()) return fallback;
@@ -71,6 +80,7 @@ const Knobs& knobs() {
     k.disk_cache = parse_bool_knob("CUJIT_DISK_CACHE", std::getenv("CUJIT_DISK_CACHE"), true);
     k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
     k.family = parse_family_choice(std::getenv("CUJIT_FAMILY"));
+    k.tile_order = parse_tile_order_choice(std::getenv("CUJIT_SM90_TILE_ORDER"));
     return k;
   }();
   return knobs;

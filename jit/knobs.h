@@ -12,6 +12,8 @@
 //                     bound, least-recently-used cubins are removed until it is under 90% of it
 //   CUJIT_FAMILY      auto (default): the fastest attention family the GPU and problem allow
 //                     (sm90 on sm_90a, else portable) | portable | sm90: only that family
+//   CUJIT_SM90_TILE_ORDER  auto (default): the host's choice per shape (jit/sm90_tile_order.h)
+//                     | heads | rows: always that order of the sm90 kernel's tiles (for measuring)
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -22,6 +24,7 @@ namespace jit::detail {
 enum class LogLevel { off = 0, info = 1, debug = 2 };
 enum class AutotuneMode { full, fast, off, frozen };
 enum class FamilyChoice { automatic, portable, sm90 };
+enum class TileOrderChoice { automatic, heads_first, rows_first };
 
 struct Knobs {
   LogLevel log_level = LogLevel::off;
@@ -29,6 +32,7 @@ struct Knobs {
   bool disk_cache = true;
   std::uint64_t cache_max_bytes = std::uint64_t{4} << 30;
   FamilyChoice family = FamilyChoice::automatic;
+  TileOrderChoice tile_order = TileOrderChoice::automatic;
 };
 
 // Read once, on first use. Throws Error(InvalidArgument) naming the knob for
@@ -39,6 +43,7 @@ const Knobs& knobs();
 LogLevel parse_log_level(const char* value);
 AutotuneMode parse_autotune_mode(const char* value);
 FamilyChoice parse_family_choice(const char* value);
+TileOrderChoice parse_tile_order_choice(const char* value);
 bool parse_bool_knob(const char* name, const char* value, bool fallback);
 // CUJIT_CACHE_MAX_BYTES: unset or empty is the 4 GiB default; 0 is refused.
 std::uint64_t parse_cache_max_bytes(const char* value);

@@ -8,6 +8,8 @@
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/knobs.h"
+#include "jit/sm90_tile_order.h"
 #include "kernel_src/attention/sm90/attn_params_sm90.h"
 #include "kernel_src/attention/sm90/smem_layout.h"
 
@@ -46,6 +48,16 @@ constexpr Sm90Config default_sm90_config(int head_dim, bool causal) {
 static_assert(layout_of(256, default_sm90_config(256, false)).bytes <= cujit::sm90::kMaxSmemOptIn);
 static_assert(estimated_registers(256, default_sm90_config(256, false)) <= consumer_register_budget(128));
 static_assert(estimated_registers(64, default_sm90_config(64, false)) <= consumer_register_budget(192));
+
+TileOrder tile_order(const AttnProblem& problem, const Sm90Config& c, int ctas) {
+  switch (knobs().tile_order) {
+    case TileOrderChoice::heads_first: return TileOrder::heads_first;
+    case TileOrderChoice::rows_first: return TileOrder::rows_first;
+    case TileOrderChoice::automatic: break;
+  }
+  return choose_tile_order({problem.seq_q, problem.seq_k, problem.batch * problem.heads_q, problem.causal_offset,
+                            problem.causal, c.bm, c.bn, ctas});
+}
 
 // A 4-D TMA map over (D, S, H, B) of a [B, H, S, D] view, boxes of (64, rows).
 // A dimension of extent 1 may have any stride in the view; TMA wants a
@@ -179,6 +191,7 @@ class Sm90AttentionFamily final : public AttentionFamily {
     l.geometry.smem_bytes = unsigned(layout_of(int(problem.head_dim), c).bytes);
     l.block_m = c.bm;
     l.block_n = c.bn;
+    l.schedule = int(tile_order(problem, c, int(l.geometry.grid.x)));
     return l;
   }
 
@@ -195,6 +208,7 @@ class Sm90AttentionFamily final : public AttentionFamily {
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
     p.m_blocks = int((problem.seq_q + launch.block_m - 1) / launch.block_m);
     p.total_tiles = p.m_blocks * int(problem.heads_q * problem.batch);
+    p.tiles_by_rows = launch.schedule == int(TileOrder::rows_first);
     kernel.launch(launch.geometry, p, stream);
   }
 };

@@ -57,6 +57,18 @@ TEST(Knobs, AutotuneModeRejectsGarbage) {
   }
 }
 
+TEST(Knobs, TileOrderChoiceDocumentedValues) {
+  using jit::detail::TileOrderChoice;
+  EXPECT_EQ(jit::detail::parse_tile_order_choice(nullptr), TileOrderChoice::automatic);
+  EXPECT_EQ(jit::detail::parse_tile_order_choice(""), TileOrderChoice::automatic);
+  EXPECT_EQ(jit::detail::parse_tile_order_choice("auto"), TileOrderChoice::automatic);
+  EXPECT_EQ(jit::detail::parse_tile_order_choice("heads"), TileOrderChoice::heads_first);
+  EXPECT_EQ(jit::detail::parse_tile_order_choice("rows"), TileOrderChoice::rows_first);
+  for (const char* value : {"Rows", "m", "heads_first"}) {
+    expect_invalid_naming("CUJIT_SM90_TILE_ORDER", value, [&] { jit::detail::parse_tile_order_choice(value); });
+  }
+}
+
 TEST(Knobs, FamilyChoiceDocumentedValues) {
   using jit::detail::FamilyChoice;
   EXPECT_EQ(jit::detail::parse_family_choice(nullptr), FamilyChoice::automatic);

@@ -28,12 +28,15 @@ struct Tile {
   int m_block, head, batch;
 };
 
-// Tiles of one head are consecutive, so the CTAs working at the same time
-// share its K/V in L2. Causal tiles run longest (last m-block) first.
+// The tile at a position of the CTAs' walk: with tiles_by_rows, one m-block
+// of every (batch, head) after another, else the m-blocks of one (batch,
+// head) together, sharing its K/V in L2 (jit/sm90_tile_order.h says when the
+// host picks which). Causal tiles run longest (last m-block) first.
 template <bool CAUSAL>
 __device__ __forceinline__ Tile tile_at(int index, const Sm90AttnParams& p) {
-  const int bh = index / p.m_blocks;
-  const int m = index % p.m_blocks;
+  const int heads = p.attn.batch * p.attn.heads_q;
+  const int bh = p.tiles_by_rows ? index % heads : index / p.m_blocks;
+  const int m = p.tiles_by_rows ? index / heads : index % p.m_blocks;
   return {CAUSAL ? p.m_blocks - 1 - m : m, bh % p.attn.heads_q, bh / p.attn.heads_q};
 }
 

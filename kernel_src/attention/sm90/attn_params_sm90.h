@@ -20,6 +20,7 @@ struct Sm90AttnParams {
   AttnParams attn;
   int m_blocks;     // ceil(seq_q / BM)
   int total_tiles;  // m_blocks * heads_q * batch
+  int tiles_by_rows;  // the order of the tiles: 1 m-block-major, 0 head-major
 };
 
 }  // namespace cujit
