@@ -3,7 +3,8 @@
 // and writing CSV rows that bench/compare.py joins with the peers' CSV.
 // --host-overhead instead measures the host time of one jit::attention call
 // next to a bare launch of an empty kernel taking a parameter struct of the
-// same size.
+// same size. --latency times small shapes next to the floor of the timing
+// method: empty kernels launched and timed the same way.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 
 #include "attention/attn_params.h"
 #include "attention/sm90/attn_params_sm90.h"
+#include "jit/attention_family.h"
 #include "jit/attention_problem.h"
 #include "jit/cujit.h"
 #include "jit/device.h"
@@ -195,6 +197,82 @@ int run_host_overhead(const std::string& csv_path) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// Latency of small shapes: the attention call event-timed as the grid is (L2
+// scrubbed before each run) and without the scrub, next to empty kernels timed
+// the same way: one 128-thread CTA, and the attention launch's own grid, block
+// and dynamic shared memory. The empty kernels are the floor of the method
+// (event, launch, event); the rest is the kernel's own work and its loads.
+
+template <class Params>
+double empty_kernel_us(const jit::LaunchGeometry& geometry, const jit::TimingOptions& timing) {
+  using Blob = BenchParams<sizeof(Params), alignof(Params)>;
+  static const EmptyKernelFamily family;
+  const jit::Json spec = {{"bytes", sizeof(Params)}, {"align", alignof(Params)}};
+  const jit::Kernel& kernel = jit::get_kernel(family, spec, family.default_config(spec, jit::current_target()));
+  const Blob params{};
+  return jit::time_on_stream([&] { kernel.launch(geometry, params, nullptr); }, nullptr, timing).median_us;
+}
+
+int run_latency(const std::string& csv_path) {
+  using jit::DType;
+  const std::vector<jit::AttentionShape> shapes = {{2, 8, 256, 64, DType::f16, false},
+                                                   {1, 16, 1024, 64, DType::f16, false},
+                                                   {32, 8, 128, 64, DType::f16, false}};
+  const jit::Target target = jit::current_target();
+  fmt::print("device: {} ({}), cache: {}\n", target.device_name, target.arch, jit::cache_directory());
+  fmt::print("event-timed medians in us; 'scrubbed': a 256 MiB memset before each run, as the grid and peers.py\n");
+  fmt::print("{:>3} {:>3} {:>6} {:>4} | {:>9} {:>9} | {:>11} {:>14} | {:>22} | {}\n", "B", "H", "S", "D", "scrubbed",
+             "warm L2", "empty 1 CTA", "empty, same", "launch (grid x block, smem)", "variant");
+  std::ofstream csv;
+  if (!csv_path.empty()) {
+    csv.open(csv_path);
+    csv << "B,H,S,D,scrubbed_us,warm_l2_us,empty_one_cta_us,empty_same_launch_us,grid,block,smem_bytes,variant\n";
+  }
+  jit::TimingOptions scrubbed;
+  scrubbed.warmup = 5;
+  scrubbed.min_reps = 50;
+  scrubbed.max_reps = 200;
+  scrubbed.target_ms = 20;
+  scrubbed.flush_l2 = true;
+  jit::TimingOptions warm = scrubbed;
+  warm.flush_l2 = false;
+  for (const jit::AttentionShape& s : shapes) {
+    const BenchTensors tensors = bench_tensors(s);
+    const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
+    jit::AttentionOptions options;
+    const jit::AttentionPlan plan = jit::plan_attention(q, k, v, out, options);
+    const auto call = [&] { jit::attention(q, k, v, out, options); };
+    call();
+    jit::synchronize(nullptr);
+    const double scrubbed_us = jit::time_on_stream(call, nullptr, scrubbed).median_us;
+    const double warm_us = jit::time_on_stream(call, nullptr, warm).median_us;
+    // The launch the call made: its family's plan for this problem and config.
+    const jit::detail::AttnProblem problem = jit::detail::validate_attention(q, k, v, out, options);
+    const jit::detail::AttentionFamily& family = jit::detail::attention_family_for(problem, target);
+    const jit::LaunchGeometry geometry = family.plan(problem, plan.config).geometry;
+    const bool sm90 = plan.family == "attn_fwd_sm90";
+    jit::LaunchGeometry one_cta;
+    one_cta.grid = {1, 1, 1};
+    one_cta.block = {128, 1, 1};
+    const double one_us = sm90 ? empty_kernel_us<cujit::Sm90AttnParams>(one_cta, scrubbed)
+                               : empty_kernel_us<cujit::AttnParams>(one_cta, scrubbed);
+    const double same_us = sm90 ? empty_kernel_us<cujit::Sm90AttnParams>(geometry, scrubbed)
+                                : empty_kernel_us<cujit::AttnParams>(geometry, scrubbed);
+    const std::string launch = fmt::format("{}x{}x{} x {}, {}", geometry.grid.x, geometry.grid.y, geometry.grid.z,
+                                           geometry.block.x, geometry.smem_bytes);
+    fmt::print("{:3} {:3} {:6} {:4} | {:9.2f} {:9.2f} | {:11.2f} {:14.2f} | {:>22} | {}\n", s.batch, s.heads, s.seq,
+               s.head_dim, scrubbed_us, warm_us, one_us, same_us, launch, plan.variant);
+    std::fflush(stdout);
+    if (csv.is_open()) {
+      csv << fmt::format("{},{},{},{},{:.3f},{:.3f},{:.3f},{:.3f},{}x{}x{},{},{},{}\n", s.batch, s.heads, s.seq,
+                         s.head_dim, scrubbed_us, warm_us, one_us, same_us, geometry.grid.x, geometry.grid.y,
+                         geometry.grid.z, geometry.block.x, geometry.smem_bytes, plan.variant);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,6 +288,11 @@ int main(int argc, char** argv) {
   app.add_flag("--host-overhead", host_overhead,
                "instead of the grid: host time per jit::attention call next to a bare launch, on 2 fixed shapes");
   app.add_option("--host-overhead-csv", host_overhead_csv, "CSV output of --host-overhead (default: none)");
+  bool latency = false;
+  std::string latency_csv;
+  app.add_flag("--latency", latency,
+               "instead of the grid: small shapes event-timed next to empty kernels launched the same way");
+  app.add_option("--latency-csv", latency_csv, "CSV output of --latency (default: none)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!jit::gpu_present()) {
@@ -217,6 +300,7 @@ int main(int argc, char** argv) {
       return 2;
     }
     if (host_overhead) return run_host_overhead(host_overhead_csv);
+    if (latency) return run_latency(latency_csv);
     std::vector<BenchShape> shapes;
     for (const auto& text : shape_texts) shapes.push_back({"custom", jit::parse_attention_shape(text)});
     if (shapes.empty()) shapes = grid(quick);
