@@ -1,10 +1,20 @@
-// Every config of every attention family this GPU runs matches the float64
-// reference and gives the same output bits on every launch (no atomics, no
-// order-dependent reductions); the default config does so over 100 launches.
-// (The other GPU suites run default configs only, unless they tune.)
+// Every config of every attention family this GPU runs, for every
+// specialization (head dim, dtype, causal or not), matches the float64
+// reference and gives the same output bits on each of 100 launches (no
+// atomics, no order-dependent reductions). The other GPU suites run default
+// configs only, unless they tune. CUJIT_TEST_DETERMINISM_LAUNCHES sets the
+// launch count (scripts/gpu-sanitize lowers it: a sanitizer checks every
+// launch alike, at a hundred times the cost).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <thread>
+#include <tuple>
 #include <vector>
 
 #include "attention_check.h"
@@ -26,23 +36,51 @@ struct Inputs {
   ReferenceResult expected;
 };
 
-Inputs make_inputs(std::int64_t head_dim, TestRng& rng) {
+Inputs make_inputs(DType dtype, std::int64_t head_dim, bool causal, TestRng& rng) {
   const Dims4 q_dims{2, 4, 333, head_dim};
   const Dims4 kv_dims{2, 2, 777, head_dim};
-  const DType dtype = DType::f16;
   const std::vector<float> q = rng.normal_vector(std::size_t(count(q_dims)), dtype);
   const std::vector<float> k = rng.normal_vector(std::size_t(count(kv_dims)), dtype);
   const std::vector<float> v = rng.normal_vector(std::size_t(count(kv_dims)), dtype);
   Inputs in{make_tensor(Layout::bhsd, dtype, q_dims, &q), make_tensor(Layout::bhsd, dtype, kv_dims, &k),
-            make_tensor(Layout::bhsd, dtype, kv_dims, &v), make_tensor(Layout::bhsd, dtype, q_dims), {}};
+            make_tensor(Layout::bhsd, dtype, kv_dims, &v), make_tensor(Layout::bhsd, dtype, q_dims), {}, {}, {}};
   jit::AttentionOptions options;
-  options.causal = true;
+  options.causal = causal;
   options.align = jit::CausalAlign::BottomRight;
   in.problem = jit::detail::validate_attention(in.q.view, in.k.view, in.v.view, in.out.view, options);
-  in.reference = {q_dims[0], q_dims[1], kv_dims[1], q_dims[2], kv_dims[2], head_dim, true, kv_dims[2] - q_dims[2],
+  in.reference = {q_dims[0], q_dims[1], kv_dims[1], q_dims[2], kv_dims[2], head_dim, causal, kv_dims[2] - q_dims[2],
                   double(in.problem.scale)};
   in.expected = reference_attention(in.reference, q, k, v);
   return in;
+}
+
+int launches_per_config() {
+  const char* value = std::getenv("CUJIT_TEST_DETERMINISM_LAUNCHES");
+  return value != nullptr && std::atoi(value) > 1 ? std::atoi(value) : 100;
+}
+
+// Compiles (or loads) every config on all cores at once, so the launches
+// below only look them up; a config that fails is reported, not skipped.
+void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec, const std::vector<jit::Json>& configs) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::string> errors(configs.size());
+  std::vector<std::thread> pool;
+  const unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), configs.size());
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next++) < configs.size();) {
+        try {
+          (void)jit::get_kernel(family, spec, configs[i]);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    EXPECT_EQ(errors[i], "") << family.variant_name(spec, configs[i]);
+  }
 }
 
 // Runs `launches` launches of one config and expects identical output bits;
@@ -76,40 +114,44 @@ std::vector<const jit::detail::AttentionFamily*> families_here() {
   return families;
 }
 
-TEST(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) {
+// One specialization: head dim, dtype, causal.
+class Determinism : public ::testing::TestWithParam<std::tuple<std::int64_t, DType, bool>> {};
+
+TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) {
   CUJIT_REQUIRE_GPU();
+  const auto [head_dim, dtype, causal] = GetParam();
   TestRng rng;
   SCOPED_TRACE(rng.describe());
   const jit::Target target = jit::current_target();
+  const int launches = launches_per_config();
+  Inputs in = make_inputs(dtype, head_dim, causal, rng);
+  const jit::Json spec = jit::detail::AttentionFamily::spec_of(in.problem);
   int configs = 0;
   for (const auto* family : families_here()) {
-    for (std::int64_t d : {64, 128, 256}) {
-      Inputs in = make_inputs(d, rng);
-      if (!family->supports(in.problem, target)) continue;
-      const jit::Json spec = jit::detail::AttentionFamily::spec_of(in.problem);
-      for (const jit::Json& config : jit::autotune::prune_space(*family, spec, target).kept) {
-        SCOPED_TRACE(family->variant_name(spec, config));
-        const std::vector<std::uint16_t> bits = expect_identical_runs(*family, spec, config, in, 5);
-        expect_output_matches(gather_logical(bits, in.out.view), in.expected, in.reference);
-        ++configs;
-      }
+    if (!family->supports(in.problem, target)) continue;
+    const std::vector<jit::Json> kept = jit::autotune::prune_space(*family, spec, target).kept;
+    load_all(*family, spec, kept);
+    for (const jit::Json& config : kept) {
+      SCOPED_TRACE(family->variant_name(spec, config));
+      const std::vector<std::uint16_t> bits = expect_identical_runs(*family, spec, config, in, launches);
+      expect_output_matches(gather_logical(bits, in.out.view), in.expected, in.reference);
+      ++configs;
     }
   }
   RecordProperty("configs", configs);
+  RecordProperty("launches_per_config", launches);
+  // The portable family serves every head dim of the suite, on every GPU.
   EXPECT_GT(configs, 0);
 }
 
-TEST(Determinism, DefaultConfigGivesTheSameBitsOverAHundredLaunches) {
-  CUJIT_REQUIRE_GPU();
-  TestRng rng;
-  SCOPED_TRACE(rng.describe());
-  const jit::Target target = jit::current_target();
-  for (const auto* family : families_here()) {
-    Inputs in = make_inputs(128, rng);
-    const jit::Json spec = jit::detail::AttentionFamily::spec_of(in.problem);
-    expect_identical_runs(*family, spec, family->default_config(spec, target), in, 100);
-  }
-}
+INSTANTIATE_TEST_SUITE_P(Specializations, Determinism,
+                         ::testing::Combine(::testing::Values(std::int64_t{64}, std::int64_t{128}, std::int64_t{256}),
+                                            ::testing::Values(DType::f16, DType::bf16), ::testing::Bool()),
+                         [](const auto& info) {
+                           return fmt::format("d{}_{}_{}", std::get<0>(info.param),
+                                              jit::to_string(std::get<1>(info.param)),
+                                              std::get<2>(info.param) ? "causal" : "full");
+                         });
 
 }  // namespace
 }  // namespace cujit_test
