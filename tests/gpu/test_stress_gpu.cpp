@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -77,8 +78,16 @@ constexpr const char* kStartEnv = "CUJIT_GPU_STRESS_START";  // created by the p
 constexpr int kProcesses = 8;
 constexpr int kThreads = 4;
 constexpr int kPasses = 3;
-constexpr auto kStressDeadline = std::chrono::seconds(90);
-constexpr auto kDigestDeadline = std::chrono::seconds(60);
+// Deadlines, multiplied by CUJIT_TEST_DEADLINE_SCALE (an integer, default 1):
+// under compute-sanitizer every launch and driver call is many times slower.
+std::chrono::seconds scaled(int seconds) {
+  const char* value = std::getenv("CUJIT_TEST_DEADLINE_SCALE");
+  const int scale = value != nullptr && std::atoi(value) > 1 ? std::atoi(value) : 1;
+  return std::chrono::seconds(seconds * scale);
+}
+const auto kStressDeadline = scaled(90);
+const auto kDigestDeadline = scaled(60);
+const auto kStartDeadline = scaled(60);
 
 const jit::detail::DriverApi& cu() { return jit::detail::driver(); }
 
@@ -276,7 +285,7 @@ void stress_child() {
   const std::set<std::string> allowed = allowed_variants(attn_problems, tuning);
 
   std::ofstream(std::getenv(kReadyEnv)) << "ready\n";
-  ASSERT_TRUE(wait_for_file(std::getenv(kStartEnv), Clock::now() + std::chrono::seconds(60))) << "no start signal";
+  ASSERT_TRUE(wait_for_file(std::getenv(kStartEnv), Clock::now() + kStartDeadline)) << "no start signal";
 
   std::atomic<int> calls{0};
   std::latch together(kThreads);
