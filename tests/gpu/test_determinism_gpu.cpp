@@ -8,17 +8,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cstdlib>
-#include <exception>
-#include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "attention_check.h"
-#include "autotune/prune.h"
+#include "family_configs.h"
 #include "gpu_test_support.h"
 #include "jit/attention_family.h"
 #include "jit/attention_problem.h"
@@ -59,30 +54,6 @@ int launches_per_config() {
   return value != nullptr && std::atoi(value) > 1 ? std::atoi(value) : 100;
 }
 
-// Compiles (or loads) every config on all cores at once, so the launches
-// below only look them up; a config that fails is reported, not skipped.
-void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec, const std::vector<jit::Json>& configs) {
-  std::atomic<std::size_t> next{0};
-  std::vector<std::string> errors(configs.size());
-  std::vector<std::thread> pool;
-  const unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), configs.size());
-  for (unsigned t = 0; t < threads; ++t) {
-    pool.emplace_back([&] {
-      for (std::size_t i; (i = next++) < configs.size();) {
-        try {
-          (void)jit::get_kernel(family, spec, configs[i]);
-        } catch (const std::exception& e) {
-          errors[i] = e.what();
-        }
-      }
-    });
-  }
-  for (auto& thread : pool) thread.join();
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    EXPECT_EQ(errors[i], "") << family.variant_name(spec, configs[i]);
-  }
-}
-
 // Runs `launches` launches of one config and expects identical output bits;
 // returns the first launch's output.
 std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFamily& family, const jit::Json& spec, const jit::Json& config,
@@ -108,12 +79,6 @@ std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFam
   return first;
 }
 
-std::vector<const jit::detail::AttentionFamily*> families_here() {
-  std::vector<const jit::detail::AttentionFamily*> families = {&jit::detail::portable_attention_family()};
-  if (jit::current_target().arch == "sm_90a") families.push_back(&jit::detail::sm90_attention_family());
-  return families;
-}
-
 // One specialization: head dim, dtype, causal.
 class Determinism : public ::testing::TestWithParam<std::tuple<std::int64_t, DType, bool>> {};
 
@@ -129,7 +94,7 @@ TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) 
   int configs = 0;
   for (const auto* family : families_here()) {
     if (!family->supports(in.problem, target)) continue;
-    const std::vector<jit::Json> kept = jit::autotune::prune_space(*family, spec, target).kept;
+    const std::vector<jit::Json> kept = kept_configs(*family, spec);
     load_all(*family, spec, kept);
     for (const jit::Json& config : kept) {
       SCOPED_TRACE(family->variant_name(spec, config));

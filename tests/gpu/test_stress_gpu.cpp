@@ -13,9 +13,10 @@
 //                the default), odd ones use default configs (off): tuning is a
 //                per-process knob, so this is how some keys see tuning and
 //                untuned use racing on the same directory.
-//   Determinism: the default config's output bits, computed here and in two
-//                other processes with caches of their own (so each compiles
-//                its own cubins), must be identical.
+//   Determinism: the output bits of every config of every family this GPU
+//                runs, on 3 problems, computed here and in two other
+//                processes with caches of their own (so each compiles its own
+//                cubins), must be identical.
 //
 // main() sets CUJIT_AUTOTUNE=off and a fresh CUJIT_CACHE_DIR for this process
 // (the determinism test computes its reference bits here). Without a GPU both
@@ -50,6 +51,7 @@
 #include <vector>
 
 #include "attention_check.h"
+#include "family_configs.h"
 #include "autotune/prune.h"
 #include "cache/maintenance.h"
 #include "cache/sha256.h"
@@ -86,7 +88,7 @@ std::chrono::seconds scaled(int seconds) {
   return std::chrono::seconds(seconds * scale);
 }
 const auto kStressDeadline = scaled(90);
-const auto kDigestDeadline = scaled(60);
+const auto kDigestDeadline = scaled(180);  // each child compiles every config of 3 specializations
 const auto kStartDeadline = scaled(60);
 
 const jit::detail::DriverApi& cu() { return jit::detail::driver(); }
@@ -427,7 +429,8 @@ TEST(GpuStress, EightProcessesOfFourThreadsOnOneFreshCache) {
 }
 
 // ---------------------------------------------------------------------------
-// Determinism across processes: fixed seeds, default configs, output bits.
+// Determinism across processes: fixed seeds, every config of every family
+// this GPU runs, output bits.
 
 std::vector<AttnCase> digest_cases() {
   std::vector<AttnCase> cases = {
@@ -439,9 +442,9 @@ std::vector<AttnCase> digest_cases() {
   return cases;
 }
 
-// One line per case: its name, the variant used and SHA-256 of O's and the
-// LSE's bytes. With `check`, each output is also compared with the reference
-// (bit-identical garbage would pass the comparison of digests).
+// One line per case and config: the case's name, the variant and SHA-256 of
+// O's and the LSE's bytes. With `check`, each output is also compared with
+// the reference (bit-identical garbage would pass the comparison of digests).
 std::string digest_lines(bool check) {
   std::string lines;
   std::uint64_t seed = 7;
@@ -449,25 +452,40 @@ std::string digest_lines(bool check) {
     SCOPED_TRACE(case_name(c));
     TestRng rng(seed++);
     AttnInputs in = make_inputs(c, rng);
-    TestTensor out = make_tensor(Layout::bhsd, c.dtype, {c.batch, c.heads_q, c.seq_q, c.head_dim});  // poisoned
+    TestTensor out = make_tensor(Layout::bhsd, c.dtype, {c.batch, c.heads_q, c.seq_q, c.head_dim});
     const std::size_t lse_count = std::size_t(c.batch * c.heads_q * c.seq_q);
     jit::DeviceBuffer lse(lse_count * sizeof(float));
-    poison(lse.data(), lse.size());
     const jit::AttentionOptions options = options_for(c, static_cast<float*>(lse.data()));
-    const jit::AttentionPlan plan = jit::plan_attention(in.dq.view, in.dk.view, in.dv.view, out.view, options);
-    jit::attention(in.dq.view, in.dk.view, in.dv.view, out.view, options);
-    synchronize();
-    const std::vector<std::uint16_t> o_bits = download_storage(out);
-    const std::vector<float> lse_values = download_f32(lse.data(), lse_count);
-    auto sha = [](const auto& v) {
-      return jit::cache::sha256_hex(std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])));
-    };
-    lines += fmt::format("{} {} o:{} lse:{}\n", case_name(c), plan.variant, sha(o_bits), sha(lse_values));
-    if (check) {
-      const ReferenceProblem p = reference_problem(c);
-      const ReferenceResult ref = reference_attention(p, in.q, in.k, in.v);
-      expect_output_matches(gather_logical(o_bits, out.view), ref, p);
-      expect_lse_matches(lse_values, ref);
+    const jit::detail::AttnProblem problem =
+        jit::detail::validate_attention(in.dq.view, in.dk.view, in.dv.view, out.view, options);
+    const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
+    std::optional<ReferenceResult> ref;
+    const ReferenceProblem p = reference_problem(c);
+    if (check) ref = reference_attention(p, in.q, in.k, in.v);
+    for (const auto* family : families_here()) {
+      if (!family->supports(problem, jit::current_target())) continue;
+      const std::vector<jit::Json> configs = kept_configs(*family, spec);
+      load_all(*family, spec, configs);
+      for (const jit::Json& config : configs) {
+        SCOPED_TRACE(family->variant_name(spec, config));
+        poison(out.buffer.data(), out.buffer.size());
+        poison(lse.data(), lse.size());
+        family->launch(jit::get_kernel(*family, spec, config), family->plan(problem, config), problem,
+                       {in.dq.view, in.dk.view, in.dv.view, out.view, static_cast<float*>(lse.data())}, nullptr);
+        synchronize();
+        const std::vector<std::uint16_t> o_bits = download_storage(out);
+        const std::vector<float> lse_values = download_f32(lse.data(), lse_count);
+        auto sha = [](const auto& v) {
+          return jit::cache::sha256_hex(
+              std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])));
+        };
+        lines += fmt::format("{} {} o:{} lse:{}\n", case_name(c), family->variant_name(spec, config), sha(o_bits),
+                             sha(lse_values));
+        if (check) {
+          expect_output_matches(gather_logical(o_bits, out.view), *ref, p);
+          expect_lse_matches(lse_values, *ref);
+        }
+      }
     }
   }
   return lines;
@@ -475,7 +493,7 @@ std::string digest_lines(bool check) {
 
 void digest_child() { std::ofstream(std::getenv(kOutEnv)) << digest_lines(false); }
 
-TEST(CrossProcessDeterminism, DefaultConfigGivesTheSameBitsInOtherProcesses) {
+TEST(CrossProcessDeterminism, EveryConfigGivesTheSameBitsInOtherProcesses) {
   CUJIT_REQUIRE_GPU();
   TempDir work("cujit_gpu_digest");
   // Two children, each with a cache of its own: each compiles its own cubins.
@@ -483,17 +501,17 @@ TEST(CrossProcessDeterminism, DefaultConfigGivesTheSameBitsInOtherProcesses) {
   for (int i = 0; i < 2; ++i) {
     pids.push_back(spawn_self({fmt::format("{}=digest", kChildEnv),
                                fmt::format("{}={}", kOutEnv, (work.path() / fmt::format("digest-{}", i)).string()),
-                               fmt::format("CUJIT_CACHE_DIR={}", (work.path() / fmt::format("cache-{}", i)).string()),
-                               "CUJIT_AUTOTUNE=off"},
+                               fmt::format("CUJIT_CACHE_DIR={}", (work.path() / fmt::format("cache-{}", i)).string())},
                               std::nullopt));
   }
   std::string here;
   try {
-    here = digest_lines(true);  // this process: CUJIT_AUTOTUNE=off (main)
+    here = digest_lines(true);
   } catch (const std::exception& e) {
     ADD_FAILURE() << "in this process: " << e.what();  // still reap the children
   }
   const std::vector<std::string> outcome = reap(pids, Clock::now() + kDigestDeadline);
+  RecordProperty("digests", int(std::count(here.begin(), here.end(), '\n')));
   for (std::size_t i = 0; i < pids.size(); ++i) {
     SCOPED_TRACE(fmt::format("child {}", i));
     ASSERT_EQ(outcome[i], "") << "its gtest output is above";

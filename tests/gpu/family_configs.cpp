@@ -1,0 +1,47 @@
+#include "family_configs.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <string>
+#include <thread>
+
+#include "autotune/prune.h"
+
+namespace cujit_test {
+
+std::vector<const jit::detail::AttentionFamily*> families_here() {
+  std::vector<const jit::detail::AttentionFamily*> families = {&jit::detail::portable_attention_family()};
+  if (jit::current_target().arch == "sm_90a") families.push_back(&jit::detail::sm90_attention_family());
+  return families;
+}
+
+std::vector<jit::Json> kept_configs(const jit::detail::AttentionFamily& family, const jit::Json& spec) {
+  return jit::autotune::prune_space(family, spec, jit::current_target()).kept;
+}
+
+void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec, const std::vector<jit::Json>& configs) {
+  std::atomic<std::size_t> next{0};
+  std::vector<std::string> errors(configs.size());
+  std::vector<std::thread> pool;
+  const unsigned threads = std::min<unsigned>(std::max(1u, std::thread::hardware_concurrency()), configs.size());
+  for (unsigned t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (std::size_t i; (i = next++) < configs.size();) {
+        try {
+          (void)jit::get_kernel(family, spec, configs[i]);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      }
+    });
+  }
+  for (auto& thread : pool) thread.join();
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    EXPECT_EQ(errors[i], "") << family.variant_name(spec, configs[i]);
+  }
+}
+
+}  // namespace cujit_test
