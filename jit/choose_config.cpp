@@ -45,7 +45,7 @@ std::vector<Json> candidates_for(detail::AutotuneMode mode, const KernelFamily& 
 Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, const detail::DeviceInfo& device,
               const std::vector<Json>& candidates, std::size_t pruned,
               const std::vector<autotune::TimedCandidate>& previous, const TuneRunner& run, Stream stream) {
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = detail::knobs().compile_threads;
   detail::log_info("tuning {} {} on {}: timing {} configs ({} pruned, {} timed before), compiling on {} threads",
                    family.name(), spec.dump(), device.target.device_name, candidates.size(), pruned, previous.size(),
                    threads);

@@ -2,8 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <sched.h>
+
+#include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 #include "cache/eviction.h"
 #include "jit/error.h"
@@ -45,6 +50,25 @@ TileOrderChoice parse_tile_order_choice(const char* value) {
               fmt::format("CUJIT_SM90_TILE_ORDER='{}' is not one of auto, heads, rows", v));
 }
 
+unsigned parse_compile_threads(const char* value, unsigned usable) {
+  const std::string_view v = value ? value : "";
+  if (v.empty()) return usable;
+  unsigned threads = 0;
+  const auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), threads);
+  if (error != std::errc() || end != v.data() + v.size() || threads == 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("CUJIT_COMPILE_THREADS='{}' is not a positive integer (this process may use {} CPUs)", v,
+                            usable));
+  }
+  return threads;
+}
+
+unsigned usable_cpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 bool parse_bool_knob(const char* name, const char* value, bool fallback) {
   const std::string_view v = value ? value : "";
   if (v.empty()) return fallback;
@@ -81,6 +105,7 @@ const Knobs& knobs() {
     k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
     k.family = parse_family_choice(std::getenv("CUJIT_FAMILY"));
     k.tile_order = parse_tile_order_choice(std::getenv("CUJIT_SM90_TILE_ORDER"));
+    k.compile_threads = parse_compile_threads(std::getenv("CUJIT_COMPILE_THREADS"), usable_cpus());
     return k;
   }();
   return knobs;

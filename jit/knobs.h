@@ -12,6 +12,9 @@
 //                     bound, least-recently-used cubins are removed until it is under 90% of it
 //   CUJIT_FAMILY      auto (default): the fastest attention family the GPU and problem allow
 //                     (sm90 on sm_90a, else portable) | portable | sm90: only that family
+//   CUJIT_COMPILE_THREADS  how many NVRTC compiles a tuning run does at once: a positive integer;
+//                     default the CPUs this process may run on (its affinity mask, so taskset and
+//                     cpusets are honoured). Lower it when several processes tune at the same time
 //   CUJIT_SM90_TILE_ORDER  auto (default): the host's choice per shape (jit/sm90_tile_order.h)
 //                     | heads | rows: always that order of the sm90 kernel's tiles (for measuring)
 #pragma once
@@ -33,6 +36,7 @@ struct Knobs {
   std::uint64_t cache_max_bytes = std::uint64_t{4} << 30;
   FamilyChoice family = FamilyChoice::automatic;
   TileOrderChoice tile_order = TileOrderChoice::automatic;
+  unsigned compile_threads = 1;
 };
 
 // Read once, on first use. Throws Error(InvalidArgument) naming the knob for
@@ -44,6 +48,10 @@ LogLevel parse_log_level(const char* value);
 AutotuneMode parse_autotune_mode(const char* value);
 FamilyChoice parse_family_choice(const char* value);
 TileOrderChoice parse_tile_order_choice(const char* value);
+// CUJIT_COMPILE_THREADS: unset or empty gives `usable_cpus`.
+unsigned parse_compile_threads(const char* value, unsigned usable_cpus);
+// The CPUs this process may run on (sched_getaffinity), at least 1.
+unsigned usable_cpus();
 bool parse_bool_knob(const char* name, const char* value, bool fallback);
 // CUJIT_CACHE_MAX_BYTES: unset or empty is the 4 GiB default; 0 is refused.
 std::uint64_t parse_cache_max_bytes(const char* value);

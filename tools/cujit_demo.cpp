@@ -7,10 +7,10 @@
 
 #include <chrono>
 #include <iostream>
-#include <thread>
 
 #include "jit/cujit.h"
 #include "jit/timing.h"
+#include "jit/knobs.h"
 #include "jit/warmup.h"
 
 int main(int argc, char** argv) {
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     const jit::AttentionShape s = jit::parse_attention_shape(shape_text);
     if (!jit::gpu_present()) {
       fmt::print("No GPU here, so nothing can run; warming the cache offline instead, since NVRTC needs no GPU.\n");
-      const auto summary = jit::warm_up_attention({"sm_90a", "sm_89"}, {s}, std::max(1u, std::thread::hardware_concurrency()));
+      const auto summary = jit::warm_up_attention({"sm_90a", "sm_89"}, {s}, jit::detail::usable_cpus());
       fmt::print("Compiled {} variants ({} were already cached, {} failed) of attention {} for sm_90a and sm_89 in "
                  "{:.1f} s.\nCache: {}\nOn an H100 or an Ada GPU sharing this cache, the first call only tunes.\n",
                  summary.compiled, summary.cached, summary.failed, shape_text, summary.seconds, jit::cache_directory());

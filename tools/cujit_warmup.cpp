@@ -9,9 +9,9 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
-#include <thread>
 
 #include "jit/cujit.h"
+#include "jit/knobs.h"
 #include "jit/warmup.h"
 
 int main(int argc, char** argv) {
@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> shape_texts;
   std::string manifest_path;
   bool all = false, json = false, no_tune = false;
-  unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  unsigned threads = jit::detail::usable_cpus();
   app.add_option("--arch", archs_text, "comma-separated targets, e.g. sm_90a,sm_89,sm_80")->capture_default_str();
   app.add_option("--shape", shape_texts, "B,H,S,D,dtype,causal, e.g. 1,16,1024,64,fp16,0 (repeatable)");
   app.add_option("--manifest", manifest_path, "JSON file: {\"shapes\": [{\"seq\":..,\"head_dim\":..}, ...]}");

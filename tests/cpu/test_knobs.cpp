@@ -1,7 +1,9 @@
 // Tests for jit/knobs: parsing of the CUJIT_* environment knobs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
+#include <thread>
 
 #include "jit/error.h"
 #include "jit/knobs.h"
@@ -55,6 +57,18 @@ TEST(Knobs, AutotuneModeRejectsGarbage) {
   for (const char* value : {"on", "fulll", "none", "Frozen"}) {
     expect_invalid_naming("CUJIT_AUTOTUNE", value, [&] { jit::detail::parse_autotune_mode(value); });
   }
+}
+
+TEST(Knobs, CompileThreadsDefaultToTheUsableCpus) {
+  EXPECT_EQ(jit::detail::parse_compile_threads(nullptr, 6), 6u);
+  EXPECT_EQ(jit::detail::parse_compile_threads("", 6), 6u);
+  EXPECT_EQ(jit::detail::parse_compile_threads("2", 6), 2u);
+  EXPECT_EQ(jit::detail::parse_compile_threads("64", 6), 64u);
+  for (const char* value : {"0", "-1", "two", "3x", " 4"}) {
+    expect_invalid_naming("CUJIT_COMPILE_THREADS", value, [&] { jit::detail::parse_compile_threads(value, 6); });
+  }
+  EXPECT_GE(jit::detail::usable_cpus(), 1u);
+  EXPECT_LE(jit::detail::usable_cpus(), std::max(1u, std::thread::hardware_concurrency()));
 }
 
 TEST(Knobs, TileOrderChoiceDocumentedValues) {
