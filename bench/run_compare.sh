@@ -3,7 +3,8 @@
 # and prints cujit / peer ratios on the PERFORMANCE.md grid, plus cujit's
 # cold-start figures (first call on an empty cache, then in a new process on
 # the warm cache), how close the untuned default config comes to the tuned one,
-# the host overhead of a call (host-overhead.txt) and the matmul rate (gemm.txt).
+# the host overhead of a call (host-overhead.txt), small shapes next to the
+# floor of the timing method (latency.txt) and the matmul rate (gemm.txt).
 # Usage: bench/run_compare.sh [--quick] [OUTDIR]
 # PEERS (default ../shared/bench/peers.py, else .peers/peers.py) names peers.py.
 set -euo pipefail
@@ -27,6 +28,8 @@ export CUJIT_CACHE_DIR=$(mktemp -d /tmp/cujit-bench-cache-XXXXXX)
 CUJIT_AUTOTUNE=off "$build/tools/cujit-bench" $quick --csv "$out/cujit-default.csv" > "$out/cujit-default.txt"
 # Host time per jit::attention call next to a bare launch (warm cache: nothing to compile or tune).
 "$build/tools/cujit-bench" --host-overhead --host-overhead-csv "$out/host-overhead.csv" > "$out/host-overhead.txt"
+# Small shapes next to empty kernels launched and timed the same way (the floor of the method).
+"$build/tools/cujit-bench" --latency --latency-csv "$out/latency.csv" > "$out/latency.txt"
 PYTHONUNBUFFERED=1 python3 "$peers" $quick --csv "$out/peers.csv" | tee "$out/peers.txt"
 python3 bench/gemm_rate.py --csv "$out/gemm.csv" | tee "$out/gemm.txt"
 python3 bench/compare.py "$out/cujit.csv" "$out/peers.csv" --warm "$out/cujit-warm.csv" \
