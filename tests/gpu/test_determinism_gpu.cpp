@@ -56,8 +56,8 @@ int launches_per_config() {
 
 // Runs `launches` launches of one config and expects identical output bits;
 // returns the first launch's output.
-std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFamily& family, const jit::Json& spec, const jit::Json& config,
-                           Inputs& in, int launches) {
+std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFamily& family, const jit::Json& spec,
+                                                 const jit::Json& config, Inputs& in, int launches) {
   const jit::Kernel& kernel = jit::get_kernel(family, spec, config);
   const jit::detail::AttnLaunch plan = family.plan(in.problem, config);
   std::vector<std::uint16_t> first;
@@ -91,9 +91,14 @@ TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) 
   const int launches = launches_per_config();
   Inputs in = make_inputs(dtype, head_dim, causal, rng);
   const jit::Json spec = jit::detail::AttentionFamily::spec_of(in.problem);
-  int configs = 0;
+  std::vector<const jit::detail::AttentionFamily*> serving;
   for (const auto* family : families_here()) {
-    if (!family->supports(in.problem, target)) continue;
+    if (family->supports(in.problem, target)) serving.push_back(family);
+  }
+  // D = 256 has only the sm90 family.
+  if (serving.empty()) GTEST_SKIP() << "no family serves head dim " << head_dim << " on " << target.arch;
+  int configs = 0;
+  for (const auto* family : serving) {
     const std::vector<jit::Json> kept = kept_configs(*family, spec);
     load_all(*family, spec, kept);
     for (const jit::Json& config : kept) {
@@ -105,8 +110,7 @@ TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) 
   }
   RecordProperty("configs", configs);
   RecordProperty("launches_per_config", launches);
-  // The portable family serves every head dim of the suite, on every GPU.
-  EXPECT_GT(configs, 0);
+  EXPECT_GT(configs, 0) << "every config of the serving families was pruned";
 }
 
 INSTANTIATE_TEST_SUITE_P(Specializations, Determinism,
