@@ -126,21 +126,27 @@ double host_us_per_call(Call&& call, jit::Stream stream) {
   return per_call[kBatches / 2];
 }
 
-// The bare launch for kernels whose parameter struct is `Params`: grid of one
-// block per SM (as the persistent sm90 kernel), 128 threads, no shared memory.
+// The empty kernel taking a parameter struct shaped as `Params`, compiled (or
+// read from the cache) and loaded by the caller, outside any timing.
+// Kernel::launch checks that the kernel's parameter has sizeof(Params) bytes.
 template <class Params>
-double bare_launch_us(jit::Stream stream) {
+const jit::Kernel& empty_kernel() {
   using Blob = BenchParams<sizeof(Params), alignof(Params)>;
   static_assert(sizeof(Blob) == sizeof(Params) && alignof(Blob) == alignof(Params));
   static const EmptyKernelFamily family;
   const jit::Json spec = {{"bytes", sizeof(Params)}, {"align", alignof(Params)}};
-  // Compiled (or read from the cache) and loaded here, outside the timing.
-  // Kernel::launch checks that the kernel's parameter has sizeof(Blob) bytes.
-  const jit::Kernel& kernel = jit::get_kernel(family, spec, family.default_config(spec, jit::current_target()));
+  return jit::get_kernel(family, spec, family.default_config(spec, jit::current_target()));
+}
+
+// The bare launch for kernels whose parameter struct is `Params`: grid of one
+// block per SM (as the persistent sm90 kernel), 128 threads, no shared memory.
+template <class Params>
+double bare_launch_us(jit::Stream stream) {
+  const jit::Kernel& kernel = empty_kernel<Params>();
   jit::LaunchGeometry geometry;
   geometry.grid = {unsigned(std::max(1, jit::current_target().sm_count)), 1, 1};
   geometry.block = {128, 1, 1};
-  const Blob params{};
+  const BenchParams<sizeof(Params), alignof(Params)> params{};
   return host_us_per_call([&] { kernel.launch(geometry, params, stream); }, stream);
 }
 
@@ -206,11 +212,8 @@ int run_host_overhead(const std::string& csv_path) {
 
 template <class Params>
 double empty_kernel_us(const jit::LaunchGeometry& geometry, const jit::TimingOptions& timing) {
-  using Blob = BenchParams<sizeof(Params), alignof(Params)>;
-  static const EmptyKernelFamily family;
-  const jit::Json spec = {{"bytes", sizeof(Params)}, {"align", alignof(Params)}};
-  const jit::Kernel& kernel = jit::get_kernel(family, spec, family.default_config(spec, jit::current_target()));
-  const Blob params{};
+  const jit::Kernel& kernel = empty_kernel<Params>();
+  const BenchParams<sizeof(Params), alignof(Params)> params{};
   return jit::time_on_stream([&] { kernel.launch(geometry, params, nullptr); }, nullptr, timing).median_us;
 }
 
