@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
-#include <thread>
 
 #include "autotune/prune.h"
 #include "autotune/tuner.h"
