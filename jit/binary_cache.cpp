@@ -129,6 +129,7 @@ bool load_cached(const std::filesystem::path& root, const std::string& key, Vari
   out.usage.spill_store_bytes = meta_int(meta, "spill_store_bytes", 0);
   out.usage.spill_load_bytes = meta_int(meta, "spill_load_bytes", 0);
   out.usage.stack_bytes = meta_int(meta, "stack_bytes", 0);
+  out.usage.wgmma_serialized = meta_int(meta, "wgmma_serialized", 0) != 0;
   out.from_cache = true;
   ++counters().disk_cache_hits;
   cache::touch_entry(store.entry_path(key));  // the last use LRU eviction goes by
@@ -156,6 +157,10 @@ void compile(const CompileRequest& request, VariantBinary& out) {
   out.usage = compiled.usage;
   log_debug("compiled {} for {} in {:.2f} s: {} registers, {} bytes spilled", out.variant, out.arch,
             out.compile_seconds, out.usage.registers, out.usage.spill_store_bytes + out.usage.spill_load_bytes);
+  if (out.usage.wgmma_serialized) {
+    log_info("ptxas serialized the wgmma of {} for {} (C7515): it will run, without overlapping its matrix products",
+             out.variant, out.arch);
+  }
 }
 
 // Step 3: the disk cache again. A failed store costs a later process a
@@ -220,6 +225,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
         {"spill_store_bytes", out.usage.spill_store_bytes},
         {"spill_load_bytes", out.usage.spill_load_bytes},
         {"stack_bytes", out.usage.stack_bytes},
+        {"wgmma_serialized", int(out.usage.wgmma_serialized)},
         {"spec", spec},
         {"config", config},
     };

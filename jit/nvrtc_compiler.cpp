@@ -124,6 +124,7 @@ ResourceUsage parse_ptxas_report(std::string_view log) {
   usage.spill_load_bytes = match_int(log, spill_loads);
   usage.stack_bytes = match_int(log, stack);
   usage.static_smem_bytes = match_int(log, smem);
+  usage.wgmma_serialized = log.find("wgmma.mma_async instructions are serialized") != std::string_view::npos;
   return usage;
 }
 

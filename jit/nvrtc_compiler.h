@@ -18,6 +18,10 @@ struct ResourceUsage {
   int spill_load_bytes = 0;
   int stack_bytes = 0;
   int static_smem_bytes = 0;
+  // ptxas warning C7515: it had to serialize the kernel's wgmma (an
+  // accumulator register is written by another instruction while a wgmma
+  // may still be writing it), which costs the overlap the kernel is built on.
+  bool wgmma_serialized = false;
 };
 
 struct CompileRequest {

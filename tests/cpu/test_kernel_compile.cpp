@@ -1,6 +1,7 @@
 // Every config of the shipped attention spaces that survives pruning
 // compiles with NVRTC for each supported arch, with zero spill bytes in the
-// ptxas report. No GPU needed.
+// ptxas report and, for wgmma kernels, without ptxas serializing the wgmma
+// (warning C7515). No GPU needed.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include "autotune/prune.h"
 #include "jit/attention_family.h"
 #include "jit/kernel_family.h"
+#include "jit/nvrtc_compiler.h"
 
 namespace {
 
@@ -62,6 +64,8 @@ TEST_P(KernelCompile, CompilesWithoutSpills) {
   EXPECT_LE(report.registers, 255);
   EXPECT_EQ(report.spill_bytes, 0) << report.variant << " for " << c.arch << " spills " << report.spill_bytes
                                    << " bytes with " << report.registers << " registers";
+  EXPECT_FALSE(report.wgmma_serialized) << report.variant << " for " << c.arch
+                                        << ": ptxas serialized its wgmma (C7515)";
   RecordProperty("registers", report.registers);
 }
 
@@ -93,3 +97,20 @@ TEST(KernelCompileSpace, Sm90KeepsItsDefaultConfigOnlyOnSm90a) {
 }
 
 }  // namespace
+
+TEST(PtxasReport, ReadsResourcesAndSerializedWgmma) {
+  const std::string report =
+      "ptxas info    : Compiling entry function 'k' for 'sm_90a'\n"
+      "ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non "
+      "wgmma instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in "
+      "the function 'k'\n"
+      "    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 168 registers, used 16 barriers\n";
+  const jit::detail::ResourceUsage usage = jit::detail::parse_ptxas_report(report);
+  EXPECT_EQ(usage.registers, 168);
+  EXPECT_EQ(usage.spill_store_bytes, 4);
+  EXPECT_EQ(usage.spill_load_bytes, 12);
+  EXPECT_EQ(usage.stack_bytes, 8);
+  EXPECT_TRUE(usage.wgmma_serialized);
+  EXPECT_FALSE(jit::detail::parse_ptxas_report("ptxas info    : Used 128 registers\n").wgmma_serialized);
+}
