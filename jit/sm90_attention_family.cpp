@@ -1,7 +1,6 @@
 // The Hopper attention family: kernel_src/attention/sm90/.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -33,17 +32,11 @@ constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
 }
 
 // Registers a consumer thread may use after setmaxnreg (the kernel's
-// RegisterSplit), and an estimate of what it needs, calibrated on the ptxas
-// reports of the shipped space: in the main loop the O and S accumulators
-// (fp32), P (S converted to 16 bits), and addressing and softmax state; in
-// the epilogue, unless O is staged in Q's space, O, its 16-bit copy and the
-// next tile's S, already in flight.
+// RegisterSplit), and an estimate of what it needs: the O and S accumulators
+// (fp32), P (S converted to 16 bits), and addressing and softmax state,
+// calibrated on the ptxas reports of the shipped space.
 constexpr int consumer_register_budget(int bm) { return bm == 128 ? 240 : 160; }
-constexpr int estimated_registers(int head_dim, const Sm90Config& c) {
-  const int main_loop = head_dim / 2 + c.bn * 3 / 4 + 32;
-  const int epilogue = layout_of(head_dim, c).o_in_q ? 0 : head_dim / 2 + head_dim / 4 + c.bn / 2 + 32;
-  return std::max(main_loop, epilogue);
-}
+constexpr int estimated_registers(int head_dim, const Sm90Config& c) { return head_dim / 2 + c.bn * 3 / 4 + 32; }
 
 // The config used without tuning: the tuned winners of most grid shapes on
 // an H200 (docs/perf-log.md); at D = 64, three consumer warpgroups pay off

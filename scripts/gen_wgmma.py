@@ -14,16 +14,15 @@ SHAPES = [64, 80, 96, 112, 128, 144, 160, 176, 192, 256]
 DTYPES = [("f16", "f16"), ("bf16", "bf16")]
 
 
-def accumulators(n, constraint="+f"):
+def accumulators(n):
     regs = n // 2
     listing = ", ".join(f"%{i}" for i in range(regs))
-    operands = ", ".join(f'"{constraint}"(d[{i // 4}][{i % 4}])' for i in range(regs))
+    operands = ", ".join(f'"+f"(d[{i // 4}][{i % 4}])' for i in range(regs))
     return regs, listing, operands
 
 
 def ss(n, cpp, ptx):
     regs, listing, operands = accumulators(n)
-    out_operands = accumulators(n, "=f")[2]
     return f"""template <>
 struct Wgmma<{n}, {cpp}> {{
   // D(64x{n}) (+)= A(64x16, smem, K-major) * B(16x{n}, smem, K-major); scale_d 0 overwrites D.
@@ -33,16 +32,6 @@ struct Wgmma<{n}, {cpp}> {{
         "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{listing}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"
         : {operands}
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}
-  // D(64x{n}) = A(64x16, smem, K-major) * B(16x{n}, smem, K-major). D is output only: the
-  // compiler learns that its old value is dead, so no copy of it is kept alive
-  // (a copy made while an earlier wgmma writes D would make ptxas serialize).
-  static __device__ __forceinline__ void ss_overwrite(float (&d)[{n // 8}][4], u64 desc_a, u64 desc_b) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, 0, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ptx}.{ptx} {{{listing}}}, %{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"
-        : {out_operands}
-        : "l"(desc_a), "l"(desc_b));
   }}
   // D(64x{n}) (+)= A(64x16, registers) * B(16x{n}, smem, MN-major); scale_d 0 overwrites D.
   static __device__ __forceinline__ void rs(float (&d)[{n // 8}][4], const u32 (&a)[4], u64 desc_b, int scale_d) {{

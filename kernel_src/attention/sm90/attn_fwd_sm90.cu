@@ -180,23 +180,16 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       const u64 desc_q = smem_descriptor_sw128(sQ_wg + (kt / 4) * BM * kRowBytes + k_offset, 16, 1024);
       const u64 desc_k =
           smem_descriptor_sw128(sK + stage * L.kv_bytes + (kt / 4) * BN * kRowBytes + k_offset, 16, 1024);
-      if (kt == 0) {
-        Wgmma<BN, T>::ss_overwrite(s[0], desc_q, desc_k);
-      } else {
-        Wgmma<BN, T>::ss(s[0], desc_q, desc_k, 1);
-      }
+      Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kt > 0 ? 1 : 0);
     }
   };
   // O += P V: V is MN-major (head dim contiguous); 16 keys per k-step are 16
   // rows of every chunk, chunks BN rows apart.
-  // The tile's first P V overwrites O (accumulate = 0) instead of adding to
-  // zeros: clearing O's registers while the next tile's first S = Q K^T is in
-  // flight would make ptxas serialize every wgmma of the kernel.
-  auto issue_pv = [&](float (&o)[1][kDT][4], const u32 (&pa)[BN / 16][4], int stage, bool accumulate) {
+  auto issue_pv = [&](float (&o)[1][kDT][4], const u32 (&pa)[BN / 16][4], int stage) {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
       const u64 desc_v = smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
-      Wgmma<D, T>::rs(o[0], pa[kk], desc_v, kk > 0 || accumulate ? 1 : 0);
+      Wgmma<D, T>::rs(o[0], pa[kk], desc_v, 1);
     }
   };
   // P as wgmma A fragments: the accumulator layout of two 8-column tiles.
@@ -224,78 +217,47 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
     if constexpr (!kOInQ) release(q_empty(qb));
   };
 
-  // A tile's first S = Q K^T goes out with the previous tile's last
-  // O += P V and runs while that tile's epilogue converts and stores O, so
-  // the tensor cores do not wait on the epilogue. It is issued every time,
-  // even with no next tile (or one without keys), from the next Q buffer and
-  // ring stage whatever they hold, and its result is then unused: issued
-  // conditionally, S would reach the next tile from two places, and the
-  // copies the compiler makes to merge them make ptxas serialize every wgmma
-  // (C7515). Not when O is staged in Q's space: the next Q cannot land
-  // before that store has read it, so each tile issues its own first Q K^T.
-  constexpr bool kEarlyQK = !kOInQ;
-  auto q_of = [&](int buffer) { return sQ + buffer * L.q_bytes + wg * 64 * kRowBytes; };  // this warpgroup's rows
-  auto has_keys = [&](int tile_index_) {
-    return tile_index_ < p.total_tiles &&
-           key_blocks<BM, BN, CAUSAL>(tile_at<CAUSAL>(tile_index_, p).m_block * BM, a).count > 0;
-  };
-  float s[1][kNT][4];
-  float o[1][kDT][4];
-#pragma unroll
-  for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
-
-  int kv_iter = 0;  // ring position of the next key block to consume
-  int index = tile_index(0);
-  if constexpr (kEarlyQK) {
-    if (has_keys(index)) {
-      mbarrier_wait(q_full(0), 0);
-      mbarrier_wait(k_full(0), 0);
-    }
-    scheduler_wait();
-    fence_accumulators(s[0]);
-    wgmma_fence();
-    issue_qk(s, q_of(0), 0);
-    wgmma_commit_group();
-    scheduler_pass();
-  }
-
-  for (int tile_iter = 0; index < p.total_tiles; ++tile_iter) {
+  int kv_iter = 0;
+  for (int tile_iter = 0, index; (index = tile_index(tile_iter)) < p.total_tiles; ++tile_iter) {
     const Tile t = tile_at<CAUSAL>(index, p);
     qb = tile_iter % kQBuffers;
+    const u32 sQ_wg = sQ + qb * L.q_bytes + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of chunk 0
     const int m0 = t.m_block * BM;
     const int m_wg = m0 + wg * 64;
     const KeyBlocks blocks = key_blocks<BM, BN, CAUSAL>(m0, a);
-    const int next_index = tile_index(tile_iter + 1);
-    OnlineSoftmax<1, kNT, kDT> softmax(a.scale_log2);
-    int stage = kv_iter % STAGES;
-    u32 phase = (kv_iter / STAGES) & 1;
-    u32 pa[BN / 16][4];
 
+    float o[1][kDT][4];
+#pragma unroll
+    for (int dt = 0; dt < kDT; ++dt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
+    OnlineSoftmax<1, kNT, kDT> softmax(a.scale_log2);
+
+    mbarrier_wait(q_full(qb), (tile_iter / kQBuffers) & 1);
     if (blocks.count > 0) {
       // Key blocks go last to first, as the producer loads them. Each step
       // issues S = Q K^T for the next block and O += P V for this one, then
       // does the next block's softmax while P V runs. Warpgroups take turns
       // issuing (ping-pong), so one's softmax also hides under another's GEMMs.
       int n = blocks.count - 1;
+      int stage = kv_iter % STAGES;
+      u32 phase = (kv_iter / STAGES) & 1;
+      float s[1][kNT][4];
       float correction[1][2];
-      if constexpr (!kEarlyQK) {
-        mbarrier_wait(q_full(qb), (tile_iter / kQBuffers) & 1);
-        mbarrier_wait(k_full(stage), phase);
-        scheduler_wait();
-        fence_accumulators(s[0]);
-        wgmma_fence();
-        issue_qk(s, q_of(qb), stage);
-        wgmma_commit_group();
-        scheduler_pass();
-      }
+      mbarrier_wait(k_full(stage), phase);
+      scheduler_wait();
+      fence_accumulators(s[0]);
+      wgmma_fence();
+      issue_qk(s, sQ_wg, stage);
+      wgmma_commit_group();
+      scheduler_pass();
       wgmma_wait_group<0>();
       fence_accumulators(s[0]);
       release(k_empty(stage));
       if (n == 0) release_q();
       if (n >= blocks.first_masked) apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
-      softmax.update_scores(s, correction);  // the first P V sets O: no rescale
+      softmax.update_scores(s, correction);  // O is still zero: no rescale
+      u32 pa[BN / 16][4];
       to_operand_a(s, pa);
 
       for (--n; n >= 0; --n) {
@@ -307,9 +269,9 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         fence_accumulators(s[0]);
         fence_accumulators(o[0]);
         wgmma_fence();
-        issue_qk(s, q_of(qb), next_stage);
+        issue_qk(s, sQ_wg, next_stage);
         wgmma_commit_group();
-        issue_pv(o, pa, stage, n < blocks.count - 2);
+        issue_pv(o, pa, stage);
         wgmma_commit_group();
         scheduler_pass();
         wgmma_wait_group<1>();  // S is ready; P V may still run
@@ -327,44 +289,21 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         stage = next_stage;
         phase = next_phase;
       }
-      mbarrier_wait(v_full(stage), phase);
-    } else {
-      // No visible key: the rows are zeros. Q was loaded all the same.
-      if constexpr (kEarlyQK) wgmma_wait_group<0>();  // the unused Q K^T
-#pragma unroll
-      for (int dt = 0; dt < kDT; ++dt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[0][dt][e] = 0.f;
-      mbarrier_wait(q_full(qb), (tile_iter / kQBuffers) & 1);
-      release_q();
-    }
 
-    // The last O += P V, and the next tile's first S = Q K^T. Every
-    // warpgroup walks the same tiles, so all decide alike and the ping-pong
-    // turns stay in step.
-    const int next_kv = kv_iter + (blocks.count > 0 ? 1 : 0);
-    const int next_qb = (tile_iter + 1) % kQBuffers;
-    if constexpr (kEarlyQK) {
-      if (has_keys(next_index)) {
-        mbarrier_wait(q_full(next_qb), ((tile_iter + 1) / kQBuffers) & 1);
-        mbarrier_wait(k_full(next_kv % STAGES), (next_kv / STAGES) & 1);
-      }
-    }
-    if (kEarlyQK || blocks.count > 0) {
+      mbarrier_wait(v_full(stage), phase);
       scheduler_wait();
-      fence_accumulators(s[0]);
       fence_accumulators(o[0]);
       wgmma_fence();
-      if (blocks.count > 0) issue_pv(o, pa, stage, blocks.count > 1);
-      wgmma_commit_group();
-      if constexpr (kEarlyQK) issue_qk(s, q_of(next_qb), next_kv % STAGES);
+      issue_pv(o, pa, stage);
       wgmma_commit_group();
       scheduler_pass();
-      wgmma_wait_group<1>();  // P V is done
+      wgmma_wait_group<0>();
       fence_accumulators(o[0]);
-      if (blocks.count > 0) release(v_empty(stage));
+      release(v_empty(stage));
+      ++kv_iter;
     }
-    kv_iter = next_kv;
+    if (blocks.count == 0) release_q();
+
     // Epilogue: normalize, convert, stage in shared memory with the TMA's
     // 128-byte swizzle (16-byte unit u of row r lands at u ^ (r % 8)), store.
     if (thread == 0) bulk_wait_group_read_0();  // the last tile's store has read sO
@@ -400,9 +339,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       named_barrier_sync(1 + wg, 128);
       release(q_empty(qb));
     }
-    index = next_index;
   }
-  if constexpr (kEarlyQK) wgmma_wait_group<0>();  // the last, unused Q K^T
   if (thread == 0) bulk_wait_group_0();
 }
 
