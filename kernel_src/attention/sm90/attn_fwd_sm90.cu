@@ -298,13 +298,13 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         phase = next_phase;
       }
 
+      // The last P V skips the turn too (there is no softmax after it to
+      // hide); as with the first Q K^T, every warpgroup skips it.
       mbarrier_wait(v_full(stage), phase);
-      scheduler_wait();
       fence_accumulators(o[0]);
       wgmma_fence();
       issue_pv(o, pa, stage);
       wgmma_commit_group();
-      scheduler_pass();
       wgmma_wait_group<0>();
       fence_accumulators(o[0]);
       release(v_empty(stage));
