@@ -32,17 +32,12 @@ struct Tile {
 // of every (batch, head) after another, else the m-blocks of one (batch,
 // head) together, sharing its K/V in L2 (jit/sm90_tile_order.h says when the
 // host picks which). Causal tiles run longest (last m-block) first.
-// Unsigned: every operand is non-negative, and unsigned division needs no
-// sign fix-ups (this runs at every tile start, on the way to its first GEMM).
 template <bool CAUSAL>
 __device__ __forceinline__ Tile tile_at(int index, const Sm90AttnParams& p) {
-  const unsigned i = unsigned(index);
-  const unsigned heads_q = unsigned(p.attn.heads_q);
-  const unsigned heads = unsigned(p.attn.batch) * heads_q;
-  const unsigned m_blocks = unsigned(p.m_blocks);
-  const unsigned bh = p.tiles_by_rows ? i % heads : i / m_blocks;
-  const unsigned m = p.tiles_by_rows ? i / heads : i % m_blocks;
-  return {int(CAUSAL ? m_blocks - 1 - m : m), int(bh % heads_q), int(bh / heads_q)};
+  const int heads = p.attn.batch * p.attn.heads_q;
+  const int bh = p.tiles_by_rows ? index % heads : index / p.m_blocks;
+  const int m = p.tiles_by_rows ? index / heads : index % p.m_blocks;
+  return {CAUSAL ? p.m_blocks - 1 - m : m, bh % p.attn.heads_q, bh / p.attn.heads_q};
 }
 
 // The key blocks a tile of rows [m0, m0 + BM) needs, and from which block on
@@ -249,16 +244,13 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
       u32 phase = (kv_iter / STAGES) & 1;
       float s[1][kNT][4];
       float correction[1][2];
-      // The tile's first S = Q K^T goes out without waiting for the
-      // ping-pong turn: there is no softmax of this warpgroup yet for it to
-      // hide, and the turn would make it wait on the other warpgroups' last
-      // GEMMs of the previous tile. Every warpgroup skips the same turn, so
-      // the turns stay in step.
       mbarrier_wait(k_full(stage), phase);
+      scheduler_wait();
       fence_accumulators(s[0]);
       wgmma_fence();
       issue_qk(s, sQ_wg, stage);
       wgmma_commit_group();
+      scheduler_pass();
       wgmma_wait_group<0>();
       fence_accumulators(s[0]);
       release(k_empty(stage));
@@ -298,13 +290,13 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
         phase = next_phase;
       }
 
-      // The last P V skips the turn too (there is no softmax after it to
-      // hide); as with the first Q K^T, every warpgroup skips it.
       mbarrier_wait(v_full(stage), phase);
+      scheduler_wait();
       fence_accumulators(o[0]);
       wgmma_fence();
       issue_pv(o, pa, stage);
       wgmma_commit_group();
+      scheduler_pass();
       wgmma_wait_group<0>();
       fence_accumulators(o[0]);
       release(v_empty(stage));
