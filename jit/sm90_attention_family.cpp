@@ -124,7 +124,7 @@ class Sm90AttentionFamily final : public AttentionFamily {
     std::vector<Json> space;
     for (int bm : {128, 192})
       for (int bn : {64, 80, 96, 128, 176})
-        for (int stages : {2, 3}) space.push_back(Sm90Config{bm, bn, stages});
+        for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
     return space;
   }
 
