@@ -1,14 +1,18 @@
 #include "jit/knobs.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <sched.h>
 
 #include <algorithm>
 #include <charconv>
+#include <initializer_list>
 #include <cstdlib>
 #include <string_view>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cache/eviction.h"
 #include "jit/error.h"
@@ -23,31 +27,43 @@ LogLevel parse_log_level(const char* value) {
   throw Error(ErrorCode::InvalidArgument, fmt::format("CUJIT_LOG='{}' is not one of off, info, debug", v));
 }
 
-AutotuneMode parse_autotune_mode(const char* value) {
+namespace {
+
+// A knob that names one of a few choices: unset or empty gives the first.
+template <class T>
+T parse_choice(std::string_view knob, const char* value,
+               std::initializer_list<std::pair<std::string_view, T>> choices) {
   const std::string_view v = value ? value : "";
-  if (v.empty() || v == "full") return AutotuneMode::full;
-  if (v == "fast") return AutotuneMode::fast;
-  if (v == "off") return AutotuneMode::off;
-  if (v == "frozen") return AutotuneMode::frozen;
-  throw Error(ErrorCode::InvalidArgument,
-              fmt::format("CUJIT_AUTOTUNE='{}' is not one of full, fast, off, frozen", v));
+  if (v.empty()) return choices.begin()->second;
+  std::vector<std::string_view> names;
+  for (const auto& [name, choice] : choices) {
+    if (v == name) return choice;
+    names.push_back(name);
+  }
+  throw Error(ErrorCode::InvalidArgument, fmt::format("{}='{}' is not one of {}", knob, v, fmt::join(names, ", ")));
+}
+
+}  // namespace
+
+AutotuneMode parse_autotune_mode(const char* value) {
+  return parse_choice<AutotuneMode>("CUJIT_AUTOTUNE", value,
+                                    {{"full", AutotuneMode::full},
+                                     {"fast", AutotuneMode::fast},
+                                     {"off", AutotuneMode::off},
+                                     {"frozen", AutotuneMode::frozen}});
 }
 
 FamilyChoice parse_family_choice(const char* value) {
-  const std::string_view v = value ? value : "";
-  if (v.empty() || v == "auto") return FamilyChoice::automatic;
-  if (v == "portable") return FamilyChoice::portable;
-  if (v == "sm90") return FamilyChoice::sm90;
-  throw Error(ErrorCode::InvalidArgument, fmt::format("CUJIT_FAMILY='{}' is not one of auto, portable, sm90", v));
+  return parse_choice<FamilyChoice>(
+      "CUJIT_FAMILY", value,
+      {{"auto", FamilyChoice::automatic}, {"portable", FamilyChoice::portable}, {"sm90", FamilyChoice::sm90}});
 }
 
 TileOrderChoice parse_tile_order_choice(const char* value) {
-  const std::string_view v = value ? value : "";
-  if (v.empty() || v == "auto") return TileOrderChoice::automatic;
-  if (v == "heads") return TileOrderChoice::heads_first;
-  if (v == "rows") return TileOrderChoice::rows_first;
-  throw Error(ErrorCode::InvalidArgument,
-              fmt::format("CUJIT_SM90_TILE_ORDER='{}' is not one of auto, heads, rows", v));
+  return parse_choice<TileOrderChoice>("CUJIT_SM90_TILE_ORDER", value,
+                                       {{"auto", TileOrderChoice::automatic},
+                                        {"heads", TileOrderChoice::heads_first},
+                                        {"rows", TileOrderChoice::rows_first}});
 }
 
 unsigned parse_compile_threads(const char* value, unsigned usable) {
