@@ -30,6 +30,7 @@ namespace jit::detail {
   X(cuModuleGetFunction)          \
   X(cuFuncGetAttribute)           \
   X(cuFuncSetAttribute)           \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) \
   X(cuLaunchKernelEx)             \
   X(cuMemAlloc)                   \
   X(cuMemFree)                    \

@@ -28,13 +28,32 @@ Kernel::~Kernel() {
 const std::string& Kernel::variant() const { return impl_->variant; }
 int Kernel::registers() const { return impl_->registers; }
 
+namespace {
+// Opts the function in to `smem_bytes` of dynamic shared memory, and asks for
+// the largest shared-memory carveout, so that as many CTAs as the shared
+// memory allows can share an SM (the sm90 family's BM = 64 plans on two).
+void opt_in_shared_memory(const Kernel::Impl& impl, unsigned smem_bytes) {
+  if (smem_bytes <= impl.smem_opt_in.load(std::memory_order_relaxed)) return;
+  const detail::DriverApi& cu = detail::driver();
+  CUJIT_CU_CHECK(
+      cu.cuFuncSetAttribute(impl.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(smem_bytes)));
+  CUJIT_CU_CHECK(cu.cuFuncSetAttribute(impl.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                       CU_SHAREDMEM_CARVEOUT_MAX_SHARED));
+  impl.smem_opt_in.store(smem_bytes, std::memory_order_relaxed);
+}
+}  // namespace
+
+int Kernel::resident_ctas_per_sm(const LaunchGeometry& g) const {
+  opt_in_shared_memory(*impl_, g.smem_bytes);
+  int ctas = 0;
+  CUJIT_CU_CHECK(detail::driver().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+      &ctas, impl_->function, int(g.block.x * g.block.y * g.block.z), g.smem_bytes));
+  return ctas;
+}
+
 void Kernel::launch(const LaunchGeometry& g, const void* params, std::size_t params_size, Stream stream) const {
   const detail::DriverApi& cu = detail::driver();
-  if (g.smem_bytes > impl_->smem_opt_in.load(std::memory_order_relaxed)) {
-    CUJIT_CU_CHECK(cu.cuFuncSetAttribute(impl_->function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                         int(g.smem_bytes)));
-    impl_->smem_opt_in.store(g.smem_bytes, std::memory_order_relaxed);
-  }
+  opt_in_shared_memory(*impl_, g.smem_bytes);
   // The parameter struct is the kernel's only argument, passed by value. (Not
   // through CU_LAUNCH_PARAM_BUFFER_POINTER: the driver lays that buffer out
   // wrongly for a 64-byte-aligned struct, such as one holding TMA maps.)

@@ -112,6 +112,10 @@ class Kernel {
 
   const std::string& variant() const;
   int registers() const;
+  /// How many CTAs of this geometry the driver would keep resident on one SM
+  /// (cuOccupancyMaxActiveBlocksPerMultiprocessor, after the same shared
+  /// memory opt-in a launch makes).
+  int resident_ctas_per_sm(const LaunchGeometry& geometry) const;
   /// Launches with one by-value parameter struct (the kernel's only argument).
   void launch(const LaunchGeometry& geometry, const void* params, std::size_t params_size, Stream stream) const;
   template <class Params>

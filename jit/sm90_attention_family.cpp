@@ -35,7 +35,7 @@ constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
 // RegisterSplit), and an estimate of what it needs: the O and S accumulators
 // (fp32), P (S converted to 16 bits), and addressing and softmax state,
 // calibrated on the ptxas reports of the shipped space.
-constexpr int consumer_register_budget(int bm) { return bm == 128 ? 240 : 160; }
+constexpr int consumer_register_budget(int bm) { return bm == 64 ? 232 : bm == 128 ? 240 : 160; }
 constexpr int estimated_registers(int head_dim, const Sm90Config& c) { return head_dim / 2 + c.bn * 3 / 4 + 32; }
 
 // The config used without tuning: the tuned winners of most grid shapes
@@ -129,6 +129,11 @@ class Sm90AttentionFamily final : public AttentionFamily {
     for (int bm : {128, 192})
       for (int bn : {64, 80, 96, 128, 176})
         for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
+    // One consumer warpgroup, two CTAs per SM: for short tiles (causal, short
+    // sequences), whose boundaries the other CTA's main loop can cover. Half
+    // an SM's shared memory each leaves few key-block sizes worth timing.
+    for (int bn : {64, 128})
+      for (int stages : {2, 3, 4}) space.push_back(Sm90Config{64, bn, stages});
     return space;
   }
 
@@ -139,12 +144,15 @@ class Sm90AttentionFamily final : public AttentionFamily {
     if (target.arch != "sm_90a") return fmt::format("wgmma and TMA need sm_90a, the target is {}", target.arch);
     // Mirrors the static_asserts at the top of attn_fwd_sm90.
     if (s.d != 64 && s.d != 128 && s.d != 256) return fmt::format("head dim {} is not 64, 128 or 256", s.d);
-    if (c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 2 or 3 warpgroups of 64 rows", c.bm);
+    if (c.bm != 64 && c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 1 to 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (const int smem = layout_of(s.d, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
+    } else if (const int budget = cujit::sm90::smem_budget(c.bm); smem > budget) {
+      return fmt::format("needs {} bytes of shared memory, {} CTAs per SM leave {} each: lower BN or STAGES", smem,
+                         cujit::sm90::ctas_per_sm(c.bm), budget);
     }
     if (const int regs = estimated_registers(s.d, c); regs > consumer_register_budget(c.bm)) {
       return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
@@ -187,10 +195,11 @@ class Sm90AttentionFamily final : public AttentionFamily {
       throw Error(ErrorCode::Unsupported, fmt::format("{} tiles of {} rows exceed the sm90 scheduler's 32-bit index",
                                                       tiles, c.bm));
     }
-    const int sms = current_device().target.sm_count;
+    const std::int64_t slots = std::int64_t{current_device().target.sm_count} * cujit::sm90::ctas_per_sm(c.bm);
     AttnLaunch l;
-    // Persistent: one CTA per SM (at most one per tile) walks the tiles.
-    l.geometry.grid = {unsigned(sms > 0 ? std::min<std::int64_t>(tiles, sms) : tiles), 1, 1};
+    // Persistent: one CTA per SM (two with BM = 64; at most one per tile)
+    // walks the tiles.
+    l.geometry.grid = {unsigned(slots > 0 ? std::min(tiles, slots) : tiles), 1, 1};
     l.geometry.block = {unsigned((c.bm / 64 + 1) * 128), 1, 1};
     l.geometry.smem_bytes = unsigned(layout_of(int(problem.head_dim), c).bytes);
     l.block_m = c.bm;

@@ -1,7 +1,7 @@
 // Hopper flash-attention forward (FlashAttention-3 structure) for sm_90a.
 //
-// One persistent CTA per SM walks a static list of (batch, head, m-block)
-// tiles. Warpgroup 0 is the producer: one thread issues TMA loads of Q and of
+// One persistent CTA per SM (two with BM = 64) walks a static list of
+// (batch, head, m-block) tiles. Warpgroup 0 is the producer: one thread issues TMA loads of Q and of
 // K/V blocks into a STAGES-deep ring, each completing on an mbarrier with a
 // transaction count. Warpgroups 1..BM/64 are consumers, each owning 64 query
 // rows: S = Q K^T on wgmma with both operands in shared memory, online
@@ -17,11 +17,14 @@
 namespace cujit::sm90 {
 
 // Registers per thread after reallocation: the producer gives its share to
-// the consumers (128 * producer + 128 * consumers * consumer <= 65536).
+// the consumers (128 * producer + 128 * consumers * consumer <= 65536 / CTAs
+// per SM, smem_layout.h's ctas_per_sm).
 template <int CONSUMERS>
 struct RegisterSplit {
-  static constexpr int kProducer = CONSUMERS == 2 ? 24 : 32;
-  static constexpr int kConsumer = CONSUMERS == 2 ? 240 : 160;
+  static constexpr int kProducer = CONSUMERS == 3 ? 32 : 24;
+  static constexpr int kConsumer = CONSUMERS == 1 ? 232 : CONSUMERS == 2 ? 240 : 160;
+  static_assert(128 * kProducer + 128 * CONSUMERS * kConsumer <= 65536 / ctas_per_sm(64 * CONSUMERS),
+                "register file overcommitted");
 };
 
 struct Tile {
@@ -57,17 +60,18 @@ __device__ __forceinline__ KeyBlocks key_blocks(int m0, const AttnParams& a) {
 }
 
 template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL>
-__global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
+__global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
+    attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   static_assert(D == 64 || D == 128 || D == 256, "D is 64, 128 or 256");
-  static_assert(BM == 128 || BM == 192, "two or three consumer warpgroups of 64 rows");
+  static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
   constexpr int kConsumers = BM / 64;
   constexpr int kNT = BN / 8;   // 8-column accumulator tiles of S
   constexpr int kDT = D / 8;    // ... of O
   constexpr SmemLayout L(D, BM, BN, STAGES);
-  static_assert(L.bytes <= kMaxSmemOptIn, "tile does not fit in shared memory");
+  static_assert(L.bytes <= smem_budget(BM), "tile does not fit in shared memory");
   constexpr bool kOInQ = L.o_in_q;
 
   extern __shared__ unsigned char smem_raw[];
@@ -204,11 +208,17 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, 1) attn_fwd_sm90(const __
   };
   // Ping-pong: a token passes around the consumer warpgroups; only its
   // holder issues GEMMs. Named barrier kSchedulerBarrier + w is warpgroup w's
-  // turn: the previous holder arrives on it, w waits on it.
+  // turn: the previous holder arrives on it, w waits on it. A lone consumer
+  // warpgroup has no one to take turns with (the SM's other CTA interleaves
+  // with it unscheduled).
   constexpr int kSchedulerBarrier = 1 + kConsumers;
-  auto scheduler_wait = [&] { named_barrier_sync(kSchedulerBarrier + wg, 256); };
-  auto scheduler_pass = [&] { named_barrier_arrive(kSchedulerBarrier + (wg + 1) % kConsumers, 256); };
-  if (wg == kConsumers - 1) named_barrier_arrive(kSchedulerBarrier, 256);  // warpgroup 0 starts
+  auto scheduler_wait = [&] {
+    if constexpr (kConsumers > 1) named_barrier_sync(kSchedulerBarrier + wg, 256);
+  };
+  auto scheduler_pass = [&] {
+    if constexpr (kConsumers > 1) named_barrier_arrive(kSchedulerBarrier + (wg + 1) % kConsumers, 256);
+  };
+  if (kConsumers > 1 && wg == kConsumers - 1) named_barrier_arrive(kSchedulerBarrier, 256);  // warpgroup 0 starts
 
   // Q's space is free for the next tile once the last S = Q K^T is done,
   // unless O is staged there (then after the epilogue's store).

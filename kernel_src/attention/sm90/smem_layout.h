@@ -15,6 +15,18 @@
 namespace cujit::sm90 {
 
 constexpr int kMaxSmemOptIn = 232448;  // sm_90 dynamic shared memory per block
+constexpr int kSmemPerSm = 233472;     // sm_90 shared memory per SM
+constexpr int kSmemPerCtaReserved = 1024;  // what the system keeps of it per CTA
+
+// CTAs that share one SM: two or three consumer warpgroups (BM = 128, 192)
+// hold it alone; one (BM = 64) shares it with a second CTA, so that one
+// CTA's tile boundary (first Q K^T, epilogue) overlaps the other's main loop.
+CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
+
+// The dynamic shared memory one CTA may take.
+CUJIT_HOST_DEVICE constexpr int smem_budget(int bm) {
+  return ctas_per_sm(bm) == 1 ? kMaxSmemOptIn : kSmemPerSm / ctas_per_sm(bm) - kSmemPerCtaReserved;
+}
 constexpr int kSmemAlign = 1024;        // 128-byte swizzle atoms must be 1024-aligned
 constexpr int kRowBytes = 128;          // one row of a 64-element chunk
 
@@ -36,8 +48,8 @@ struct SmemLayout {
         q_bytes(bm * d * 2),
         kv_bytes(bn * d * 2),
         barrier_bytes(8 * (4 + 4 * stages)),
-        q_buffers(total(2, false, bm * d * 2, bn * d * 2, stages) <= kMaxSmemOptIn ? 2 : 1),
-        o_in_q(total(1, false, bm * d * 2, bn * d * 2, stages) > kMaxSmemOptIn),
+        q_buffers(total(2, false, bm * d * 2, bn * d * 2, stages) <= smem_budget(bm) ? 2 : 1),
+        o_in_q(total(1, false, bm * d * 2, bn * d * 2, stages) > smem_budget(bm)),
         q(0),
         k(q_buffers * q_bytes),
         v(q_buffers * q_bytes + stages * kv_bytes),
