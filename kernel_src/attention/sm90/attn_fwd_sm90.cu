@@ -37,10 +37,12 @@ struct Tile {
 // host picks which). Causal tiles run longest (last m-block) first.
 template <bool CAUSAL>
 __device__ __forceinline__ Tile tile_at(int index, const Sm90AttnParams& p) {
-  const int heads = p.attn.batch * p.attn.heads_q;
-  const int bh = p.tiles_by_rows ? index % heads : index / p.m_blocks;
-  const int m = p.tiles_by_rows ? index / heads : index % p.m_blocks;
-  return {CAUSAL ? p.m_blocks - 1 - m : m, bh % p.attn.heads_q, bh / p.attn.heads_q};
+  const unsigned major = p.tile_divisor.quotient(index);
+  const unsigned minor = p.tile_divisor.remainder(index, major);
+  const unsigned bh = p.tiles_by_rows ? minor : major;
+  const int m = int(p.tiles_by_rows ? major : minor);
+  const unsigned batch = p.head_divisor.quotient(bh);
+  return {CAUSAL ? p.m_blocks - 1 - m : m, int(p.head_divisor.remainder(bh, batch)), int(batch)};
 }
 
 // The key blocks a tile of rows [m0, m0 + BM) needs, and from which block on

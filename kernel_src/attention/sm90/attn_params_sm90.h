@@ -4,6 +4,7 @@
 // no includes beyond the common struct, so NVRTC and the host both accept it.
 #pragma once
 #include "attention/attn_params.h"
+#include "attention/sm90/fast_divisor.h"
 
 namespace cujit {
 
@@ -21,6 +22,10 @@ struct Sm90AttnParams {
   int m_blocks;     // ceil(seq_q / BM)
   int total_tiles;  // m_blocks * heads_q * batch
   int tiles_by_rows;  // the order of the tiles: 1 m-block-major, 0 head-major
+  // A tile index divided by the count of its fast-moving coordinate
+  // (tiles_by_rows: batch * heads_q, else m_blocks), then a (batch, head)
+  // index by heads_q.
+  FastDivisor tile_divisor, head_divisor;
 };
 
 }  // namespace cujit
