@@ -52,13 +52,16 @@ struct KeyBlocks {
 };
 template <int BM, int BN, bool CAUSAL>
 __device__ __forceinline__ KeyBlocks key_blocks(int m0, const AttnParams& a) {
+  // Divisions of non-negative values, in unsigned arithmetic: a shift or a
+  // multiply, without the predicated sign fix-up that signed division adds
+  // (whose registers the SASS audit cannot tell apart from data).
   int n_end = a.seq_k;
-  int first_masked = a.seq_k / BN;
+  int first_masked = int(unsigned(a.seq_k) / BN);
   if constexpr (CAUSAL) {
     n_end = min(n_end, min(BM, a.seq_q - m0) + m0 + a.causal_offset);
-    first_masked = min(first_masked, max(0, m0 + a.causal_offset + 1) / BN);
+    first_masked = min(first_masked, int(unsigned(max(0, m0 + a.causal_offset + 1)) / BN));
   }
-  return {n_end > 0 ? (n_end + BN - 1) / BN : 0, first_masked};
+  return {int((unsigned(max(n_end, 0)) + BN - 1) / BN), first_masked};
 }
 
 template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL>
