@@ -129,9 +129,10 @@ class Sm90AttentionFamily final : public AttentionFamily {
     for (int bm : {128, 192})
       for (int bn : {64, 80, 96, 128, 176})
         for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
-    // One consumer warpgroup, two CTAs per SM: for short tiles (causal, short
-    // sequences), whose boundaries the other CTA's main loop can cover. Half
-    // an SM's shared memory each leaves few key-block sizes worth timing.
+    // One consumer warpgroup, two CTAs per SM: one CTA's tile boundaries run
+    // under the other's main loop, at twice the K/V traffic; it wins on the
+    // smallest problems (docs/perf-log.md v8). Half an SM's shared memory
+    // each leaves few key-block sizes worth timing.
     for (int bn : {64, 128})
       for (int stages : {2, 3, 4}) space.push_back(Sm90Config{64, bn, stages});
     return space;

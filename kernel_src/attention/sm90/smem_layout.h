@@ -17,6 +17,8 @@ namespace cujit::sm90 {
 constexpr int kMaxSmemOptIn = 232448;  // sm_90 dynamic shared memory per block
 constexpr int kSmemPerSm = 233472;     // sm_90 shared memory per SM
 constexpr int kSmemPerCtaReserved = 1024;  // what the system keeps of it per CTA
+constexpr int kSmemAlign = 1024;        // 128-byte swizzle atoms must be 1024-aligned
+constexpr int kRowBytes = 128;          // one row of a 64-element chunk
 
 // CTAs that share one SM: two or three consumer warpgroups (BM = 128, 192)
 // hold it alone; one (BM = 64) shares it with a second CTA, so that one
@@ -27,8 +29,6 @@ CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
 CUJIT_HOST_DEVICE constexpr int smem_budget(int bm) {
   return ctas_per_sm(bm) == 1 ? kMaxSmemOptIn : kSmemPerSm / ctas_per_sm(bm) - kSmemPerCtaReserved;
 }
-constexpr int kSmemAlign = 1024;        // 128-byte swizzle atoms must be 1024-aligned
-constexpr int kRowBytes = 128;          // one row of a 64-element chunk
 
 struct SmemLayout {
   int chunks;          // D / 64
