@@ -3,10 +3,11 @@
 // One persistent CTA per SM (two with BM = 64) walks a static list of
 // (batch, head, m-block) tiles. Warpgroup 0 is the producer: one thread
 // issues TMA loads of Q and of K/V blocks into a STAGES-deep ring, each
-// completing on an mbarrier with a transaction count. Warpgroups 1..BM/64 are consumers, each owning 64 query
-// rows: S = Q K^T on wgmma with both operands in shared memory, online
-// softmax in registers, O += P V on wgmma with P from registers. The
-// epilogue stages O in shared memory and writes it with a TMA store.
+// completing on an mbarrier with a transaction count. Warpgroups 1..BM/64
+// are consumers, each owning 64 query rows: S = Q K^T on wgmma with both
+// operands in shared memory, online softmax in registers, O += P V on wgmma
+// with P from registers. The epilogue stages O in shared memory and writes
+// it with a TMA store.
 #include "attention/common/mask.cuh"
 #include "attention/common/online_softmax.cuh"
 #include "attention/sm90/attn_params_sm90.h"

@@ -2,14 +2,9 @@
 // (the host finds the multiplier): a tile's coordinates come from its index
 // by two such divisions, which as runtime integer divisions would be a long
 // chain of dependent instructions at the start of every tile. Plain constexpr
-// C++, no includes, for NVRTC and the host alike.
+// C++ for NVRTC and the host alike.
 #pragma once
-
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#define CUJIT_FAST_DIVISOR_HD __host__ __device__
-#else
-#define CUJIT_FAST_DIVISOR_HD
-#endif
+#include "common/host_device.h"
 
 namespace cujit {
 
@@ -22,16 +17,16 @@ struct FastDivisor {
   unsigned multiplier = 1u << 31;
   unsigned shift = 31;
 
-  CUJIT_FAST_DIVISOR_HD constexpr unsigned quotient(unsigned n) const {
+  CUJIT_HOST_DEVICE constexpr unsigned quotient(unsigned n) const {
     return unsigned((static_cast<unsigned long long>(n) * multiplier) >> shift);
   }
-  CUJIT_FAST_DIVISOR_HD constexpr unsigned remainder(unsigned n, unsigned quotient) const {
+  CUJIT_HOST_DEVICE constexpr unsigned remainder(unsigned n, unsigned quotient) const {
     return n - quotient * divisor;
   }
 };
 
 // d in [1, 2^31); 0, which no launch divides by, is taken as 1.
-CUJIT_FAST_DIVISOR_HD constexpr FastDivisor make_fast_divisor(unsigned d) {
+CUJIT_HOST_DEVICE constexpr FastDivisor make_fast_divisor(unsigned d) {
   if (d == 0) d = 1;
   unsigned l = 0;
   while ((1ull << l) < d) ++l;

@@ -1,16 +1,11 @@
 // Shared-memory layout of the sm90 attention kernel, used by the kernel and
-// by the host (launch size, pruning). Plain constexpr C++, no includes.
+// by the host (launch size, pruning). Plain constexpr C++.
 //
 // Every tile is stored as D/64 column chunks of [rows][64 elements]: one
 // 128-byte row per chunk, 128-byte swizzled by TMA, so each chunk is a run of
 // 1024-byte swizzle atoms (8 rows) that wgmma descriptors address directly.
 #pragma once
-
-#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-#define CUJIT_HOST_DEVICE __host__ __device__
-#else
-#define CUJIT_HOST_DEVICE
-#endif
+#include "common/host_device.h"
 
 namespace cujit::sm90 {
 
