@@ -1,0 +1,108 @@
+// The C interface on a GPU: cujit_attention writes the same bits as
+// jit::attention for the same arguments (strided layouts, GQA, causal
+// bottom-right, an explicit scale, the LSE), and cujit_plan names the
+// variant plan_attention names. libcujit_c.so holds its own copy of the
+// runtime, so this also checks that the shared library works on its own.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "attention_check.h"
+#include "bindings/c/cujit_c.h"
+#include "gpu_test_support.h"
+#include "jit/attention.h"
+
+namespace cujit_test {
+namespace {
+
+cujit_tensor c_tensor(const jit::TensorView& v) {
+  cujit_tensor t{};
+  t.data = v.data;
+  t.dtype = v.dtype == jit::DType::f16 ? CUJIT_F16 : CUJIT_BF16;
+  for (int i = 0; i < 4; ++i) {
+    t.shape[i] = v.shape[i];
+    t.strides[i] = v.strides[i];
+  }
+  return t;
+}
+
+cujit_options c_options(const jit::AttentionOptions& o) {
+  cujit_options c{};
+  c.causal = o.causal;
+  c.bottom_right = o.align == jit::CausalAlign::BottomRight;
+  c.scale = o.scale.value_or(0.f);
+  c.stream = o.stream;
+  c.lse = o.lse;
+  return c;
+}
+
+TEST(CApiGpu, SameBitsAsTheCppInterface) {
+  CUJIT_REQUIRE_GPU();
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  for (jit::DType dtype : {jit::DType::f16, jit::DType::bf16}) {
+    AttnCase c;
+    c.dtype = dtype;
+    c.batch = 2;
+    c.heads_q = 4;
+    c.heads_kv = 2;
+    c.seq_q = 100;
+    c.seq_k = 300;
+    c.head_dim = 64;
+    c.mask = Mask::bottom_right;
+    c.q_layout = Layout::bshd;
+    c.scale = 0.1f;
+    SCOPED_TRACE(case_name(c));
+    const AttnInputs in = make_inputs(c, rng);
+    const Dims4 o_dims{c.batch, c.heads_q, c.seq_q, c.head_dim};
+    TestTensor out_cpp = make_tensor(Layout::bhsd, dtype, o_dims);
+    TestTensor out_c = make_tensor(Layout::bhsd, dtype, o_dims);
+    const std::size_t rows = std::size_t(c.batch * c.heads_q * c.seq_q);
+    jit::DeviceBuffer lse_cpp(rows * sizeof(float)), lse_c(rows * sizeof(float));
+    poison(out_cpp.buffer.data(), out_cpp.buffer.size());
+    poison(out_c.buffer.data(), out_c.buffer.size());
+    poison(lse_cpp.data(), lse_cpp.size());
+    poison(lse_c.data(), lse_c.size());
+
+    const jit::AttentionOptions cpp_options = options_for(c, static_cast<float*>(lse_cpp.data()));
+    jit::attention(in.dq.view, in.dk.view, in.dv.view, out_cpp.view, cpp_options);
+    const cujit_tensor q = c_tensor(in.dq.view), k = c_tensor(in.dk.view), v = c_tensor(in.dv.view),
+                       o = c_tensor(out_c.view);
+    cujit_options options = c_options(options_for(c, static_cast<float*>(lse_c.data())));
+    ASSERT_EQ(cujit_attention(&q, &k, &v, &o, &options), CUJIT_OK) << cujit_last_error();
+    synchronize();
+
+    const std::vector<std::uint16_t> bits_c = download_storage(out_c);
+    EXPECT_EQ(bits_c, download_storage(out_cpp));
+    EXPECT_EQ(download_u16(lse_c.data(), 2 * rows), download_u16(lse_cpp.data(), 2 * rows));
+    const ReferenceProblem p = reference_problem(c);
+    const ReferenceResult ref = reference_attention(p, in.q, in.k, in.v);
+    expect_output_matches(gather_logical(bits_c, out_c.view), ref, p);
+    expect_lse_matches(download_f32(lse_c.data(), rows), ref);
+
+    char name[256];
+    ASSERT_EQ(cujit_plan(&q, &k, &v, &o, &options, name, sizeof name), CUJIT_OK) << cujit_last_error();
+    const jit::AttentionPlan plan = jit::plan_attention(in.dq.view, in.dk.view, in.dv.view, out_cpp.view, cpp_options);
+    EXPECT_EQ(std::string(name), plan.family + "/" + plan.variant);
+  }
+}
+
+TEST(CApiGpu, HostPointerIsRefusedWithAMessage) {
+  CUJIT_REQUIRE_GPU();
+  std::vector<std::uint16_t> host(2 * 16 * 64);
+  cujit_tensor t{};
+  t.data = host.data();
+  t.dtype = CUJIT_F16;
+  const std::int64_t shape[4] = {1, 2, 16, 64}, strides[4] = {2 * 16 * 64, 16 * 64, 64, 1};
+  for (int i = 0; i < 4; ++i) t.shape[i] = shape[i], t.strides[i] = strides[i];
+  const Dims4 dims{1, 2, 16, 64};
+  TestTensor k = make_tensor(Layout::bhsd, jit::DType::f16, dims), v = make_tensor(Layout::bhsd, jit::DType::f16, dims),
+             out = make_tensor(Layout::bhsd, jit::DType::f16, dims);
+  const cujit_tensor ck = c_tensor(k.view), cv = c_tensor(v.view), co = c_tensor(out.view);
+  EXPECT_EQ(cujit_attention(&t, &ck, &cv, &co, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cujit_last_error()).find("q"), std::string::npos) << cujit_last_error();
+}
+
+}  // namespace
+}  // namespace cujit_test
