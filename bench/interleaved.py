@@ -49,6 +49,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--peers", default="cudnn,flash")
     ap.add_argument("--shape", action="append", default=[], help="B,H,S,D,dtype,causal instead of the grid")
+    ap.add_argument("--inputs", choices=("normal", "uniform"), default="normal",
+                    help="q, k, v from N(0, 1) (as peers.py) or U(-1, 1) (as cujit-bench before it matched peers.py)")
     ap.add_argument("--csv", default=None)
     args = ap.parse_args()
     peers = args.peers.split(",")
@@ -66,7 +68,10 @@ def main():
     rows, logs = [], {p: [] for p in peers}
     for tag, b, h, s, d, causal, dtype in shapes:
         torch.manual_seed(0)
-        q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(3))
+        if args.inputs == "normal":
+            q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=dtype) for _ in range(3))
+        else:
+            q, k, v = (torch.rand(b, h, s, d, device="cuda", dtype=dtype) * 2 - 1 for _ in range(3))
         out = torch.empty_like(q)
         fns = {"cujit": lambda: cujit_torch.attention(q, k, v, causal=causal, out=out)}
         for p in peers:
