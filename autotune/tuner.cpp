@@ -1,5 +1,6 @@
 #include "autotune/tuner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -46,24 +47,43 @@ TuneResult run_tuning(const std::vector<nlohmann::json>& configs, const TuneHook
   });
   result.compiled = int(fresh.size());
   std::vector<std::vector<double>> samples(configs.size());
-  for (int round = 0; round < kTimingRounds; ++round) {
-    for (std::size_t k = 0; k < fresh.size(); ++k) {
-      const std::size_t i = fresh[round % 2 == 0 ? k : fresh.size() - 1 - k];
-      TimedCandidate& c = result.candidates[i];
-      if (!c.error.empty()) continue;
-      try {
-        samples[i].push_back(hooks.time_us(c.config));
-      } catch (const std::exception& e) {
-        c.error = std::string("timing failed: ") + e.what();
+  // Rounds over `which`, alternately forward and backward.
+  auto time_rounds = [&](const std::vector<std::size_t>& which, int rounds) {
+    for (int round = 0; round < rounds; ++round) {
+      for (std::size_t k = 0; k < which.size(); ++k) {
+        const std::size_t i = which[round % 2 == 0 ? k : which.size() - 1 - k];
+        TimedCandidate& c = result.candidates[i];
+        if (!c.error.empty()) continue;
+        try {
+          samples[i].push_back(hooks.time_us(c.config));
+        } catch (const std::exception& e) {
+          c.error = std::string("timing failed: ") + e.what();
+        }
       }
     }
+    for (std::size_t i : which) {
+      TimedCandidate& c = result.candidates[i];
+      if (c.error.empty()) c.median_us = median(samples[i]);
+    }
+  };
+  time_rounds(fresh, kTimingRounds);
+
+  // The playoff: fresh candidates near the fastest (which may be a reused one).
+  double best = 0;
+  for (const TimedCandidate& c : result.candidates) {
+    if (c.error.empty() && c.median_us > 0 && (best == 0 || c.median_us < best)) best = c.median_us;
   }
+  std::vector<std::size_t> finalists;
   for (std::size_t i : fresh) {
-    TimedCandidate& c = result.candidates[i];
-    if (!c.error.empty()) continue;
-    c.median_us = median(samples[i]);
-    ++result.timed;
+    const TimedCandidate& c = result.candidates[i];
+    if (c.error.empty() && c.median_us <= best * (1 + kFinalistWindow)) finalists.push_back(i);
   }
+  std::stable_sort(finalists.begin(), finalists.end(), [&](std::size_t a, std::size_t b) {
+    return result.candidates[a].median_us < result.candidates[b].median_us;
+  });
+  if (finalists.size() > kMaxFinalists) finalists.resize(kMaxFinalists);
+  if (finalists.size() >= 2) time_rounds(finalists, kPlayoffRounds);
+  for (std::size_t i : fresh) result.timed += result.candidates[i].error.empty();
   result.winner = select_winner(result.candidates);
   return result;
 }

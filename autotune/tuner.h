@@ -6,6 +6,13 @@
 // forward and backward, and a candidate's time is the median of its rounds:
 // a GPU whose clock drifts while tuning runs (it heats up, or boosts late)
 // would otherwise favour whichever candidates were timed first.
+//
+// Three samples leave the close calls to chance: one lucky sample can put a
+// config 5-10% slower ahead (a sustained run shows it). So the finalists,
+// the fresh candidates within kFinalistWindow of the fastest (at most
+// kMaxFinalists of them, fastest first), are timed kPlayoffRounds more
+// times in the same alternating order, and their time is the median of all
+// their samples. Candidates far from the fastest cost no extra time.
 #pragma once
 #include <functional>
 #include <string>
@@ -18,12 +25,16 @@
 namespace jit::autotune {
 
 constexpr int kTimingRounds = 3;
+constexpr double kFinalistWindow = 0.06;
+constexpr std::size_t kMaxFinalists = 6;
+constexpr int kPlayoffRounds = 4;
 
 struct TuneHooks {
   std::function<std::string(const nlohmann::json& config)> variant_name;
   // Must be thread-safe: called from several threads at once. Throws on failure.
   std::function<void(const nlohmann::json& config)> compile;
-  // Called on the calling thread only, kTimingRounds times per candidate.
+  // Called on the calling thread only: kTimingRounds times per candidate,
+  // kPlayoffRounds more per finalist.
   // Returns one sample: a median time in microseconds.
   std::function<double(const nlohmann::json& config)> time_us;
 };

@@ -200,10 +200,56 @@ TEST(RunTuning, InterleavedRoundsCancelClockDrift) {
   hooks.compile = [](const json&) {};
   hooks.time_us = [&](const json& c) { return truth[c.at("id").get<int>()] + 5.0 * calls++; };
   const auto result = jit::autotune::run_tuning(configs(2), hooks, {}, 1);
-  EXPECT_EQ(calls, 2 * jit::autotune::kTimingRounds);
+  EXPECT_GE(calls, 2 * jit::autotune::kTimingRounds);
   ASSERT_TRUE(result.winner.has_value());
   EXPECT_EQ(*result.winner, 1u) << "times: " << result.candidates[0].median_us << " vs "
                                 << result.candidates[1].median_us;
+}
+
+// One lucky sample among three must not decide a close call: candidate 1
+// looks 5% faster after the first rounds (95, 95, 120) but is 4% slower
+// after that; candidate 0 is 100 every time. Candidate 2, 30% slower, is
+// not a finalist and is timed only in the first rounds.
+TEST(RunTuning, PlayoffOverturnsALuckyStart) {
+  std::map<int, int> calls;
+  jit::autotune::TuneHooks hooks = fake_hooks({});
+  hooks.compile = [](const json&) {};
+  hooks.time_us = [&](const json& c) {
+    const int id = c.at("id").get<int>();
+    const int n = calls[id]++;
+    if (id == 0) return 100.0;
+    if (id == 2) return 130.0;
+    return n < 2 ? 95.0 : n == 2 ? 120.0 : 104.0;
+  };
+  const auto result = jit::autotune::run_tuning(configs(3), hooks, {}, 1);
+  using jit::autotune::kPlayoffRounds;
+  using jit::autotune::kTimingRounds;
+  EXPECT_EQ(calls[0], kTimingRounds + kPlayoffRounds);
+  EXPECT_EQ(calls[1], kTimingRounds + kPlayoffRounds);
+  EXPECT_EQ(calls[2], kTimingRounds);
+  EXPECT_DOUBLE_EQ(result.candidates[1].median_us, 104.0);  // median of all seven samples
+  EXPECT_DOUBLE_EQ(result.candidates[2].median_us, 130.0);
+  EXPECT_EQ(result.timed, 3);
+  EXPECT_EQ(result.winner, 0u);
+}
+
+// At most kMaxFinalists, the fastest: ten configs within the window, only the
+// six fastest get the extra rounds.
+TEST(RunTuning, PlayoffTakesTheFastestFinalistsOnly) {
+  std::map<int, int> calls;
+  jit::autotune::TuneHooks hooks = fake_hooks({});
+  hooks.compile = [](const json&) {};
+  hooks.time_us = [&](const json& c) {
+    const int id = c.at("id").get<int>();
+    ++calls[id];
+    return 100.0 - 0.5 * id;  // 9 fastest, all within 5%
+  };
+  const auto result = jit::autotune::run_tuning(configs(10), hooks, {}, 1);
+  for (int id = 0; id < 10; ++id) {
+    const bool finalist = id >= 10 - int(jit::autotune::kMaxFinalists);
+    EXPECT_EQ(calls[id], jit::autotune::kTimingRounds + (finalist ? jit::autotune::kPlayoffRounds : 0)) << id;
+  }
+  EXPECT_EQ(result.winner, 6u);  // the earliest within 2% of 95.5
 }
 
 TEST(RunTuning, FailedCompileMarksThatCandidateOnly) {
