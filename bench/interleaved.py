@@ -5,7 +5,10 @@ cujit and each peer back to back (alternating who goes first) with the same
 method as ../shared/bench/peers.py (triton.testing.do_bench: L2 cleared
 before each repetition, CUDA events, median). Clocks and temperature drift
 between the two, or between runs, then move both sides of a ratio alike.
-Prints, per shape, the median time of each and cujit/peer per round.
+Prints, per shape, the median time of each and cujit/peer per round. At
+D = 128, S >= 4k, non-causal, a bf16 8192^3 matmul (bench/gemm_rate.py's)
+joins the rounds, and cujit's TFLOP/s as a fraction of its rate is printed
+(issue 3's target is 0.85).
 
     python3 bench/interleaved.py [--quick] [--rounds N] [--peers cudnn,flash] [--csv PATH]
 
@@ -29,6 +32,8 @@ from triton.testing import do_bench
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bindings", "python"))
 import cujit_torch  # noqa: E402
 
+GEMM_N = 8192
+DTYPE_NAMES = {torch.float16: "fp16", torch.bfloat16: "bf16"}
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
 
 
@@ -59,13 +64,14 @@ def main():
         shapes = []
         for text in args.shape:
             b, h, s, d, dt, c = text.split(",")
-            shapes.append(("custom", int(b), int(h), int(s), int(d), c == "1",
-                           {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]))
+            by_name = {n: t for t, n in DTYPE_NAMES.items()}
+            shapes.append(("custom", int(b), int(h), int(s), int(d), c == "1", by_name[dt]))
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__, "cudnn",
           torch.backends.cudnn.version(), flush=True)
     print(f"{'tag':9} {'B':>3} {'H':>3} {'S':>6} {'D':>4} {'c':>2} {'dt':>5} | {'cujit us':>9} "
           + " ".join(f"{p + ' us':>9} {'ratio':>6} {'per round':>17}" for p in peers) + " | variant")
     rows, logs = [], {p: [] for p in peers}
+    matmul_inputs = None
     for tag, b, h, s, d, causal, dtype in shapes:
         torch.manual_seed(0)
         if args.inputs == "normal":
@@ -86,6 +92,12 @@ def main():
                 got = fn()[:1, :2].float()
             errors[name] = ((got - want).norm() / want.norm()).item()
         variant = cujit_torch.plan(q, k, v, causal=causal)
+        with_matmul = d == 128 and not causal and s >= 4096
+        if with_matmul:
+            if matmul_inputs is None:
+                matmul_inputs = [torch.randn(GEMM_N, GEMM_N, device="cuda", dtype=torch.bfloat16) for _ in range(2)]
+            a, bm = matmul_inputs
+            fns["matmul"] = lambda: a @ bm
         times = {name: [] for name in fns}
         for r in range(args.rounds):
             order = list(fns) if r % 2 == 0 else list(fns)[::-1]
@@ -99,13 +111,18 @@ def main():
             ratio = med["cujit"] / med[p]
             logs[p].append(math.log(ratio))
             cells.append(f"{med[p]:9.1f} {ratio:6.3f} {min(per_round):8.3f}-{max(per_round):.3f}")
+        if with_matmul:
+            attn_flops = 4 * b * h * s * s * d
+            of_matmul = [(attn_flops / c) / (2 * GEMM_N ** 3 / m) for c, m in zip(times["cujit"], times["matmul"])]
+            cells.append(f"of matmul {statistics.median(of_matmul):.3f} ({min(of_matmul):.3f}-{max(of_matmul):.3f}, "
+                         f"matmul {2 * GEMM_N ** 3 / med['matmul'] / 1e6:.0f} TFLOP/s)")
         bad = {n: round(e, 4) for n, e in errors.items() if not e < 2e-2}
-        print(f"{tag:9} {b:3} {h:3} {s:6} {d:4} {int(causal):2} {str(dtype)[6:][:5]:>5} | {med['cujit']:9.1f} "
+        print(f"{tag:9} {b:3} {h:3} {s:6} {d:4} {int(causal):2} {DTYPE_NAMES[dtype]:>5} | {med['cujit']:9.1f} "
               + " ".join(cells) + f" | {variant.split('/')[-1]}" + (f"  WRONG {bad}" if bad else ""), flush=True)
         for name in fns:
-            rows.append(dict(tag=tag, B=b, H=h, S=s, D=d, causal=int(causal), dtype=str(dtype)[6:], impl=name,
+            rows.append(dict(tag=tag, B=b, H=h, S=s, D=d, causal=int(causal), dtype=DTYPE_NAMES[dtype], impl=name,
                              us=med[name], us_rounds=" ".join(f"{t:.2f}" for t in times[name]),
-                             relerr=errors[name], variant=variant if name == "cujit" else ""))
+                             relerr=errors.get(name, float("nan")), variant=variant if name == "cujit" else ""))
         del q, k, v, out
     for p in peers:
         print(f"geomean cujit/{p}: {math.exp(sum(logs[p]) / len(logs[p])):.3f} over {len(logs[p])} shapes")
