@@ -4,7 +4,9 @@
 # cold-start figures (first call on an empty cache, then in a new process on
 # the warm cache), how close the untuned default config comes to the tuned one,
 # the host overhead of a call (host-overhead.txt), small shapes next to the
-# floor of the timing method (latency.txt) and the matmul rate (gemm.txt).
+# floor of the timing method (latency.txt) and the matmul rate (gemm.txt);
+# then cujit and the SDPA backends timed back to back in one process
+# (interleaved.txt: bench/interleaved.py, through bindings/python).
 # Usage: bench/run_compare.sh [--quick] [OUTDIR]
 # PEERS (default ../shared/bench/peers.py, else .peers/peers.py) names peers.py.
 set -euo pipefail
@@ -34,3 +36,5 @@ PYTHONUNBUFFERED=1 python3 "$peers" $quick --csv "$out/peers.csv" | tee "$out/pe
 python3 bench/gemm_rate.py --csv "$out/gemm.csv" | tee "$out/gemm.txt"
 python3 bench/compare.py "$out/cujit.csv" "$out/peers.csv" --warm "$out/cujit-warm.csv" \
   --default "$out/cujit-default.csv" --gemm "$out/gemm.csv" --out "$out/ratios.csv" | tee "$out/ratios.txt"
+# The same comparison in one process, alternating (cujit through bindings/python).
+PYTHONUNBUFFERED=1 python3 bench/interleaved.py $quick --csv "$out/interleaved.csv" | tee "$out/interleaved.txt"
