@@ -58,15 +58,17 @@ TEST(SelectWinner, PicksTheFastest) {
 }
 
 TEST(SelectWinner, TiesWithinToleranceGoToTheEarliest) {
-  // 10.15 is within 2% of 10.0: the earlier candidate wins.
-  EXPECT_EQ(jit::autotune::select_winner({timed(0, 10.15), timed(1, 10.0)}), 0u);
-  EXPECT_EQ(jit::autotune::select_winner({timed(0, 50), timed(1, 10.19), timed(2, 10.0), timed(3, 10.1)}), 1u);
-  // Just past 2%: the faster one wins.
-  EXPECT_EQ(jit::autotune::select_winner({timed(0, 10.25), timed(1, 10.0)}), 1u);
+  // 10.04 is within 0.5% of 10.0: the earlier candidate wins.
+  EXPECT_EQ(jit::autotune::select_winner({timed(0, 10.04), timed(1, 10.0)}), 0u);
+  EXPECT_EQ(jit::autotune::select_winner({timed(0, 50), timed(1, 10.049), timed(2, 10.0), timed(3, 10.02)}), 1u);
+  // Just past 0.5%: the faster one wins (a 2% rule picked configs that
+  // sustained runs measured 4-6% slower, docs/perf-log.md).
+  EXPECT_EQ(jit::autotune::select_winner({timed(0, 10.06), timed(1, 10.0)}), 1u);
+  EXPECT_EQ(jit::autotune::select_winner({timed(0, 10.2), timed(1, 10.0)}), 1u);
   // Exact ties.
   EXPECT_EQ(jit::autotune::select_winner({timed(0, 7), timed(1, 7), timed(2, 7)}), 0u);
   // The tolerance is a parameter.
-  EXPECT_EQ(jit::autotune::select_winner({timed(0, 10.15), timed(1, 10.0)}, 0.0), 1u);
+  EXPECT_EQ(jit::autotune::select_winner({timed(0, 10.04), timed(1, 10.0)}, 0.0), 1u);
   EXPECT_EQ(jit::autotune::select_winner({timed(0, 14), timed(1, 10.0)}, 0.5), 0u);
 }
 
@@ -75,7 +77,7 @@ TEST(SelectWinner, IgnoresErroredCandidates) {
   TimedCandidate bad = failed(0, "compile failed: boom");
   bad.median_us = 1;
   EXPECT_EQ(jit::autotune::select_winner({bad, timed(1, 20), timed(2, 10)}), 2u);
-  EXPECT_EQ(jit::autotune::select_winner({failed(0, "x"), timed(1, 10.1), failed(2, "y"), timed(3, 10)}), 1u);
+  EXPECT_EQ(jit::autotune::select_winner({failed(0, "x"), timed(1, 10.03), failed(2, "y"), timed(3, 10)}), 1u);
 }
 
 TEST(SelectWinner, NothingWhenAllErroredOrEmpty) {
@@ -249,7 +251,7 @@ TEST(RunTuning, PlayoffTakesTheFastestFinalistsOnly) {
     const bool finalist = id >= 10 - int(jit::autotune::kMaxFinalists);
     EXPECT_EQ(calls[id], jit::autotune::kTimingRounds + (finalist ? jit::autotune::kPlayoffRounds : 0)) << id;
   }
-  EXPECT_EQ(result.winner, 6u);  // the earliest within 2% of 95.5
+  EXPECT_EQ(result.winner, 9u);  // 96.0 is not within 0.5% of 95.5
 }
 
 TEST(RunTuning, FailedCompileMarksThatCandidateOnly) {
@@ -329,7 +331,7 @@ TEST(RunTuning, ReusesPreviousTimingsAndOnlyTunesNewConfigs) {
   EXPECT_TRUE(result.candidates[2].error.empty());
   EXPECT_DOUBLE_EQ(result.candidates[3].median_us, 25);
   EXPECT_DOUBLE_EQ(result.candidates[4].median_us, 11);
-  // 11 vs 12: 12 is not within 2% of 11, so the new config wins.
+  // 11 vs 12: 12 is not within the tie tolerance of 11, so the new config wins.
   EXPECT_EQ(result.winner, 4u);
 
   // Nothing new: nothing compiled or timed, the old winner stands.
@@ -345,9 +347,9 @@ TEST(RunTuning, ReusesPreviousTimingsAndOnlyTunesNewConfigs) {
 }
 
 TEST(RunTuning, DeterministicWinner) {
-  // Several near-ties around the fastest: the earliest within 2% must win every time.
-  const std::map<int, double> times = {{0, 20.0}, {1, 10.3}, {2, 10.15}, {3, 10.0}, {4, 10.1},
-                                       {5, 15.0}, {6, 10.0}, {7, 30.0},  {8, 10.05}};
+  // Several near-ties around the fastest: the earliest within the tolerance must win every time.
+  const std::map<int, double> times = {{0, 20.0}, {1, 10.3}, {2, 10.04}, {3, 10.0}, {4, 10.1},
+                                       {5, 15.0}, {6, 10.0}, {7, 30.0},  {8, 10.02}};
   std::optional<std::size_t> first;
   for (int run = 0; run < 20; ++run) {
     const auto result = jit::autotune::run_tuning(configs(9), fake_hooks(times), {}, 4);
