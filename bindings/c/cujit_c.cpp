@@ -2,6 +2,7 @@
 // catches every exception, keeps its message per thread.
 #include "bindings/c/cujit_c.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 #include <new>
