@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,17 @@ jit::autotune::TuneHooks fake_hooks(std::map<int, double> times) {
   hooks.variant_name = [](const json& c) { return "v" + std::to_string(c.at("id").get<int>()); };
   hooks.compile = [](const json&) {};
   hooks.time_us = [times = std::move(times)](const json& c) { return times.at(c.at("id").get<int>()); };
+  return hooks;
+}
+
+// Fake timings that depend on how often a config was timed before: time(id,
+// n) for its n-th sample; `calls` counts the samples per id.
+jit::autotune::TuneHooks counted_hooks(std::map<int, int>& calls, std::function<double(int id, int n)> time) {
+  jit::autotune::TuneHooks hooks = fake_hooks({});
+  hooks.time_us = [&calls, time = std::move(time)](const json& c) {
+    const int id = c.at("id").get<int>();
+    return time(id, calls[id]++);
+  };
   return hooks;
 }
 
@@ -214,15 +226,11 @@ TEST(RunTuning, InterleavedRoundsCancelClockDrift) {
 // not a finalist and is timed only in the first rounds.
 TEST(RunTuning, PlayoffOverturnsALuckyStart) {
   std::map<int, int> calls;
-  jit::autotune::TuneHooks hooks = fake_hooks({});
-  hooks.compile = [](const json&) {};
-  hooks.time_us = [&](const json& c) {
-    const int id = c.at("id").get<int>();
-    const int n = calls[id]++;
+  const auto hooks = counted_hooks(calls, [](int id, int n) {
     if (id == 0) return 100.0;
     if (id == 2) return 130.0;
     return n < 2 ? 95.0 : n == 2 ? 120.0 : 104.0;
-  };
+  });
   const auto result = jit::autotune::run_tuning(configs(3), hooks, {}, 1);
   using jit::autotune::kPlayoffRounds;
   using jit::autotune::kTimingRounds;
@@ -239,13 +247,7 @@ TEST(RunTuning, PlayoffOverturnsALuckyStart) {
 // six fastest get the extra rounds.
 TEST(RunTuning, PlayoffTakesTheFastestFinalistsOnly) {
   std::map<int, int> calls;
-  jit::autotune::TuneHooks hooks = fake_hooks({});
-  hooks.compile = [](const json&) {};
-  hooks.time_us = [&](const json& c) {
-    const int id = c.at("id").get<int>();
-    ++calls[id];
-    return 100.0 - 0.5 * id;  // 9 fastest, all within 5%
-  };
+  const auto hooks = counted_hooks(calls, [](int id, int) { return 100.0 - 0.5 * id; });  // 9 fastest, all within 5%
   const auto result = jit::autotune::run_tuning(configs(10), hooks, {}, 1);
   for (int id = 0; id < 10; ++id) {
     const bool finalist = id >= 10 - int(jit::autotune::kMaxFinalists);
