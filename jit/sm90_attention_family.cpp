@@ -31,11 +31,10 @@ constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
   return cujit::sm90::SmemLayout(head_dim, c.bm, c.bn, c.stages);
 }
 
-// Registers a consumer thread may use after setmaxnreg (the kernel's
-// RegisterSplit), and an estimate of what it needs: the O and S accumulators
-// (fp32), P (S converted to 16 bits), and addressing and softmax state,
-// calibrated on the ptxas reports of the shipped space.
-constexpr int consumer_register_budget(int bm) { return bm == 64 ? 232 : bm == 128 ? 240 : 160; }
+// An estimate of the registers a consumer thread needs (it may use
+// smem_layout.h's consumer_registers): the O and S accumulators (fp32), P (S
+// converted to 16 bits), and addressing and softmax state, calibrated on the
+// ptxas reports of the shipped space.
 constexpr int estimated_registers(int head_dim, const Sm90Config& c) { return head_dim / 2 + c.bn * 3 / 4 + 32; }
 
 // The config used without tuning: the tuned winners of most grid shapes
@@ -48,8 +47,8 @@ constexpr Sm90Config default_sm90_config(int head_dim, bool causal) {
   return head_dim <= 128 ? Sm90Config{128, 128, 2} : Sm90Config{128, 80, 2};
 }
 static_assert(layout_of(256, default_sm90_config(256, false)).bytes <= cujit::sm90::kMaxSmemOptIn);
-static_assert(estimated_registers(256, default_sm90_config(256, false)) <= consumer_register_budget(128));
-static_assert(estimated_registers(64, default_sm90_config(64, false)) <= consumer_register_budget(192));
+static_assert(estimated_registers(256, default_sm90_config(256, false)) <= cujit::sm90::consumer_registers(128));
+static_assert(estimated_registers(64, default_sm90_config(64, false)) <= cujit::sm90::consumer_registers(192));
 static_assert(layout_of(64, default_sm90_config(64, false)).bytes <= cujit::sm90::kMaxSmemOptIn);
 static_assert(layout_of(64, default_sm90_config(64, false)).q_buffers == 2);
 
@@ -155,9 +154,9 @@ class Sm90AttentionFamily final : public AttentionFamily {
       return fmt::format("needs {} bytes of shared memory, {} CTAs per SM leave {} each: lower BN or STAGES", smem,
                          cujit::sm90::ctas_per_sm(c.bm), budget);
     }
-    if (const int regs = estimated_registers(s.d, c); regs > consumer_register_budget(c.bm)) {
+    if (const int regs = estimated_registers(s.d, c); regs > cujit::sm90::consumer_registers(c.bm)) {
       return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
-                         c.bm / 64, consumer_register_budget(c.bm));
+                         c.bm / 64, cujit::sm90::consumer_registers(c.bm));
     }
     return std::nullopt;
   }

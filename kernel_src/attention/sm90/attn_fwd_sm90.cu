@@ -17,13 +17,13 @@
 
 namespace cujit::sm90 {
 
-// Registers per thread after reallocation: the producer gives its share to
-// the consumers (128 * producer + 128 * consumers * consumer <= 65536 / CTAs
-// per SM, smem_layout.h's ctas_per_sm).
+// Registers per thread after reallocation (smem_layout.h), checked against
+// the register file: 128 * producer + 128 * consumers * consumer <= 65536 /
+// CTAs per SM.
 template <int CONSUMERS>
 struct RegisterSplit {
-  static constexpr int kProducer = CONSUMERS == 3 ? 32 : 24;
-  static constexpr int kConsumer = CONSUMERS == 1 ? 232 : CONSUMERS == 2 ? 240 : 160;
+  static constexpr int kProducer = producer_registers(64 * CONSUMERS);
+  static constexpr int kConsumer = consumer_registers(64 * CONSUMERS);
   static_assert(128 * kProducer + 128 * CONSUMERS * kConsumer <= 65536 / ctas_per_sm(64 * CONSUMERS),
                 "register file overcommitted");
 };

@@ -20,6 +20,12 @@ constexpr int kRowBytes = 128;          // one row of a 64-element chunk
 // CTA's tile boundary (first Q K^T, epilogue) overlaps the other's main loop.
 CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
 
+// Registers per thread after setmaxnreg: the producer warpgroup gives its
+// share to the BM / 64 consumer warpgroups, within the register file's share
+// of one of ctas_per_sm(bm) CTAs. The host prunes against the consumers'.
+CUJIT_HOST_DEVICE constexpr int producer_registers(int bm) { return bm == 192 ? 32 : 24; }
+CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm) { return bm == 64 ? 232 : bm == 128 ? 240 : 160; }
+
 // The dynamic shared memory one CTA may take.
 CUJIT_HOST_DEVICE constexpr int smem_budget(int bm) {
   return ctas_per_sm(bm) == 1 ? kMaxSmemOptIn : kSmemPerSm / ctas_per_sm(bm) - kSmemPerCtaReserved;
