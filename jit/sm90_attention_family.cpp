@@ -219,10 +219,10 @@ class Sm90AttentionFamily final : public AttentionFamily {
     p.v = cached_tensor_map(no_keys ? t.q : t.v, launch.block_n);
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
-    p.m_blocks = int((problem.seq_q + launch.block_m - 1) / launch.block_m);
-    p.total_tiles = p.m_blocks * int(problem.heads_q * problem.batch);
-    p.tiles_by_rows = launch.schedule == int(TileOrder::rows_first);
     const int heads = int(problem.heads_q * problem.batch);
+    p.m_blocks = int((problem.seq_q + launch.block_m - 1) / launch.block_m);
+    p.total_tiles = p.m_blocks * heads;
+    p.tiles_by_rows = launch.schedule == int(TileOrder::rows_first);
     p.tile_divisor = cujit::make_fast_divisor(unsigned(p.tiles_by_rows ? heads : p.m_blocks));
     p.head_divisor = cujit::make_fast_divisor(unsigned(problem.heads_q));
     kernel.launch(launch.geometry, p, stream);
