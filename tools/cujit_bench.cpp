@@ -4,7 +4,8 @@
 // --host-overhead instead measures the host time of one jit::attention call
 // next to a bare launch of an empty kernel taking a parameter struct of the
 // same size. --latency times small shapes next to the floor of the timing
-// method: empty kernels launched and timed the same way.
+// method: empty kernels launched and timed the same way; --latency-configs
+// times every config of those shapes with and without the L2 scrub.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 
 #include "attention/attn_params.h"
 #include "attention/sm90/attn_params_sm90.h"
+#include "autotune/prune.h"
 #include "jit/attention_family.h"
 #include "jit/attention_problem.h"
 #include "jit/cujit.h"
@@ -276,6 +278,59 @@ int run_latency(const std::string& csv_path) {
   return 0;
 }
 
+// Every config the tuner would time for each small shape, scrubbed and warm:
+// the tuner times with whatever L2 state the repetitions leave (warm), the
+// grid and peers.py scrub before each run, and for a problem whose inputs fit
+// in L2 the two can rank configs differently.
+int run_latency_configs(const std::string& csv_path) {
+  using jit::DType;
+  const std::vector<jit::AttentionShape> shapes = {{2, 8, 256, 64, DType::f16, false},
+                                                   {1, 16, 1024, 64, DType::f16, false}};
+  const jit::Target target = jit::current_target();
+  fmt::print("device: {} ({}), cache: {}\n", target.device_name, target.arch, jit::cache_directory());
+  fmt::print("event-timed medians in us of every kept config of the serving family\n");
+  fmt::print("{:>3} {:>3} {:>6} {:>4} | {:>9} {:>9} | {}\n", "B", "H", "S", "D", "scrubbed", "warm L2", "variant");
+  std::ofstream csv;
+  if (!csv_path.empty()) {
+    csv.open(csv_path);
+    csv << "B,H,S,D,scrubbed_us,warm_l2_us,variant\n";
+  }
+  jit::TimingOptions scrubbed;
+  scrubbed.warmup = 5;
+  scrubbed.min_reps = 50;
+  scrubbed.max_reps = 200;
+  scrubbed.target_ms = 20;
+  scrubbed.flush_l2 = true;
+  jit::TimingOptions warm = scrubbed;
+  warm.flush_l2 = false;
+  for (const jit::AttentionShape& s : shapes) {
+    const BenchTensors tensors = bench_tensors(s);
+    const jit::detail::AttnTensors views{tensors.q.view, tensors.k.view, tensors.v.view, tensors.out, nullptr};
+    const jit::detail::AttnProblem problem =
+        jit::detail::validate_attention(views.q, views.k, views.v, views.out, jit::AttentionOptions{});
+    const jit::detail::AttentionFamily& family = jit::detail::attention_family_for(problem, target);
+    const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
+    for (const jit::Json& config : jit::autotune::prune_space(family, spec, target).kept) {
+      const jit::Kernel& kernel = jit::get_kernel(family, spec, config);
+      const jit::detail::AttnLaunch plan = family.plan(problem, config);
+      const auto call = [&] { family.launch(kernel, plan, problem, views, nullptr); };
+      call();
+      jit::synchronize(nullptr);
+      const double scrubbed_us = jit::time_on_stream(call, nullptr, scrubbed).median_us;
+      const double warm_us = jit::time_on_stream(call, nullptr, warm).median_us;
+      const std::string variant = family.variant_name(spec, config);
+      fmt::print("{:3} {:3} {:6} {:4} | {:9.2f} {:9.2f} | {}\n", s.batch, s.heads, s.seq, s.head_dim, scrubbed_us,
+                 warm_us, variant);
+      std::fflush(stdout);
+      if (csv.is_open()) {
+        csv << fmt::format("{},{},{},{},{:.3f},{:.3f},{}\n", s.batch, s.heads, s.seq, s.head_dim, scrubbed_us,
+                           warm_us, variant);
+      }
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -296,6 +351,9 @@ int main(int argc, char** argv) {
   app.add_flag("--latency", latency,
                "instead of the grid: small shapes event-timed next to empty kernels launched the same way");
   app.add_option("--latency-csv", latency_csv, "CSV output of --latency (default: none)");
+  bool latency_configs = false;
+  app.add_flag("--latency-configs", latency_configs,
+               "instead of the grid: every config of the small shapes, scrubbed and warm (CSV: --latency-csv)");
   CLI11_PARSE(app, argc, argv);
   try {
     if (!jit::gpu_present()) {
@@ -304,6 +362,7 @@ int main(int argc, char** argv) {
     }
     if (host_overhead) return run_host_overhead(host_overhead_csv);
     if (latency) return run_latency(latency_csv);
+    if (latency_configs) return run_latency_configs(latency_csv);
     std::vector<BenchShape> shapes;
     for (const auto& text : shape_texts) shapes.push_back({"custom", jit::parse_attention_shape(text)});
     if (shapes.empty()) shapes = grid(quick);
