@@ -158,7 +158,7 @@ void compile(const CompileRequest& request, VariantBinary& out) {
   log_debug("compiled {} for {} in {:.2f} s: {} registers, {} bytes spilled", out.variant, out.arch,
             out.compile_seconds, out.usage.registers, out.usage.spill_store_bytes + out.usage.spill_load_bytes);
   if (out.usage.wgmma_serialized) {
-    log_info("ptxas serialized the wgmma of {} for {} (C7515): it will run, without overlapping its matrix products",
+    log_info("ptxas serialized the wgmma of {} for {} (C7512/C7515): it will run, without overlapping its matrix products",
              out.variant, out.arch);
   }
 }

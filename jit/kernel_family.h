@@ -140,7 +140,7 @@ struct CompileReport {
   int registers = -1;
   int spill_bytes = 0;  ///< stores + loads
   double seconds = 0;
-  bool wgmma_serialized = false;  ///< ptxas C7515: the kernel's wgmma run one at a time
+  bool wgmma_serialized = false;  ///< ptxas C7512/C7515: the kernel's wgmma run one at a time
 };
 
 /// Compiles a variant for `arch` into the disk cache; needs no GPU.

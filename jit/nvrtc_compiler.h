@@ -18,9 +18,10 @@ struct ResourceUsage {
   int spill_load_bytes = 0;
   int stack_bytes = 0;
   int static_smem_bytes = 0;
-  // ptxas warning C7515: it had to serialize the kernel's wgmma (an
-  // accumulator register is written by another instruction while a wgmma
-  // may still be writing it), which costs the overlap the kernel is built on.
+  // ptxas warnings C7515 and C7512: it had to serialize the kernel's wgmma
+  // (an accumulator register is written by another instruction while a wgmma
+  // may still be writing it, or the overlapped code needs more registers than
+  // the function has), which costs the overlap the kernel is built on.
   bool wgmma_serialized = false;
 };
 

@@ -79,6 +79,13 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   constexpr SmemLayout L(D, BM, BN, STAGES);
   static_assert(L.bytes <= smem_budget(BM), "tile does not fit in shared memory");
   constexpr bool kOInQ = L.o_in_q;
+  // Whether a block's softmax can run while the warpgroup's P V of the block
+  // before runs: S, that P V's operand P and its accumulator O are live at
+  // once (fp32 S is BN / 2 registers, P BN / 4, O D / 2, plus ~40 for the
+  // rest). Where they do not fit (three consumer warpgroups' 160 registers at
+  // larger tiles) ptxas would spill or serialize the wgmma; there the P V
+  // finishes first.
+  constexpr bool kSoftmaxUnderPV = D / 2 + BN / 2 + BN / 4 + 40 <= consumer_registers(BM);
 
   extern __shared__ unsigned char smem_raw[];
   const u32 base = (smem_addr(smem_raw) + kSmemAlign - 1) & ~u32(kSmemAlign - 1);
@@ -294,10 +301,30 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
         fence_accumulators(s[0]);
         release(k_empty(next_stage));
         if (n == 0) release_q();
-        if (n >= blocks.first_masked) apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
-        softmax.update_scores(s, correction);
-        wgmma_wait_group<0>();
-        fence_accumulators(o[0]);
+        if constexpr (kSoftmaxUnderPV) {
+          // The softmax sits in both arms of the mask's branch, so that the
+          // wait for P V below starts a block of its own: in one block with
+          // the softmax, ptxas schedules that wait first and the softmax no
+          // longer runs under P V. The fences keep the softmax before the wait
+          // and the conversion of P (into registers the P V may still read)
+          // after it.
+          if (n >= blocks.first_masked) {
+            apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
+            softmax.update_scores(s, correction);
+            fence_accumulators(s[0]);
+          } else {
+            softmax.update_scores(s, correction);
+            fence_accumulators(s[0]);
+          }
+          wgmma_wait_group<0>();
+          fence_accumulators(o[0]);
+          fence_accumulators(s[0]);
+        } else {
+          if (n >= blocks.first_masked) apply_mask<1, kNT, CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
+          softmax.update_scores(s, correction);
+          wgmma_wait_group<0>();
+          fence_accumulators(o[0]);
+        }
         release(v_empty(stage));
         OnlineSoftmax<1, kNT, kDT>::rescale(o, correction);
         to_operand_a(s, pa);
