@@ -373,6 +373,16 @@ Audit audit_function(const Function& function) {
       if (in.opcode == family || in.opcode.rfind(family + ".", 0) == 0) ++audit.counts[family];
     }
   }
+  int exp2_since_partial_wait = -1;  // -1: not after a wait that leaves a group in flight
+  for (const Instruction& in : code) {
+    if (in.opcode.rfind("WARPGROUP.DEPBAR", 0) == 0) {
+      if (exp2_since_partial_wait > audit.exp2_under_wgmma) audit.exp2_under_wgmma = exp2_since_partial_wait;
+      const bool leaves_one = !in.operands.empty() && in.operands.back() == "0x1";
+      exp2_since_partial_wait = leaves_one ? 0 : -1;
+    } else if (exp2_since_partial_wait >= 0 && in.opcode.rfind("MUFU.EX2", 0) == 0) {
+      ++exp2_since_partial_wait;
+    }
+  }
   if (code.empty()) return audit;
 
   // Basic blocks: starts at branch targets and after branches and exits.
@@ -468,6 +478,7 @@ nlohmann::json to_json(const Audit& audit, bool explain) {
   nlohmann::json j;
   j["function"] = audit.function;
   j["counts"] = audit.counts;
+  j["exp2_under_wgmma"] = audit.exp2_under_wgmma;
   std::map<std::string, int> by_kind;
   nlohmann::json flagged = nlohmann::json::array();
   for (const Branch& b : audit.branches) {

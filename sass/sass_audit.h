@@ -69,6 +69,11 @@ struct Branch {
 struct Audit {
   std::string function;
   std::map<std::string, int> counts;  // opcode family -> instructions (see kCountedOpcodes)
+  // The most MUFU.EX2 found, in address order, between a wait that leaves
+  // one wgmma group in flight (WARPGROUP.DEPBAR.LE gsb0, 0x1) and the next
+  // wait: the softmax exp2 that run while a warpgroup's P V may still be
+  // running. 0 when ptxas moved the full wait ahead of the softmax.
+  int exp2_under_wgmma = 0;
   std::vector<Branch> branches;
   int data_branches() const;
 };

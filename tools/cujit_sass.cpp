@@ -1,6 +1,7 @@
 // cujit-sass: what the compiled variants in a cache turned into. For each
 // cubin: registers, spills and local memory, static shared memory, counts of
-// the instructions that matter (HGMMA, HMMA, UTMALDG, LDGSTS, ...), and every
+// the instructions that matter (HGMMA, HMMA, UTMALDG, LDGSTS, ...), the exp2
+// that run under a warpgroup's in-flight P V (exp2|P V), and every
 // branch classified by what its predicate depends on; a branch on loaded data
 // is flagged (attention's control flow should depend only on shapes).
 // Runs where cuobjdump (CUDA toolkit) is; --sass reads saved SASS instead;
@@ -112,17 +113,17 @@ std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, co
 }
 
 void print_table(const std::vector<Variant>& variants, bool explain) {
-  fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5}\n", "variant",
-             "regs", "spill", "local", "shared", "HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDL", "STL",
-             "branches", "data");
+  fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5} {:>9}\n",
+             "variant", "regs", "spill", "local", "shared", "HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDL",
+             "STL", "branches", "data", "exp2|P V");
   for (const Variant& v : variants) {
     const auto& c = v.audit.counts;
     const auto& r = v.resources;
-    fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5}\n", v.name,
+    fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5} {:>9}\n", v.name,
                r.value("registers", -1), r.value("spill_store_bytes", 0) + r.value("spill_load_bytes", 0),
                r.value("local_bytes", 0), r.value("static_shared_bytes", 0), c.at("HGMMA"), c.at("HMMA"),
                c.at("UTMALDG"), c.at("UTMASTG"), c.at("LDGSTS"), c.at("LDL"), c.at("STL"), v.audit.branches.size(),
-               v.audit.data_branches());
+               v.audit.data_branches(), v.audit.exp2_under_wgmma);
     for (const auto& b : v.audit.branches) {
       if (b.kind == jit::sass::BranchKind::data || b.kind == jit::sass::BranchKind::indirect) {
         fmt::print("    {} branch at 0x{:04x}: {}\n", jit::sass::to_string(b.kind), b.address, b.text);

@@ -51,6 +51,25 @@ TEST(SassParse, ReadsFunctionsGuardsOpcodesAndOperands) {
   EXPECT_EQ(mma.operands, (std::vector<std::string>{"R24", "gdesc[UR8]", "R24", "gsb0"}));
 }
 
+// The two orders seen in the sm90 kernel's main loop: the softmax's exp2
+// between the wait for S (one group left in flight) and the wait for P V, or
+// the full wait moved ahead of them.
+TEST(SassAudit, CountsExp2BetweenAPartialAndTheFullWgmmaWait) {
+  const std::vector<std::string> issue = {"HGMMA.64x128x16.F32 R24, gdesc[UR16], RZ, !UPT",
+                                          "HGMMA.64x128x16.F32 R88, R172, gdesc[UR20], R88, gsb0"};
+  std::vector<std::string> overlapped = issue;
+  for (const char* in : {"WARPGROUP.DEPBAR.LE gsb0, 0x1", "MUFU.EX2 R24, R24", "MUFU.EX2 R25, R25",
+                         "MUFU.EX2 R26, R26", "WARPGROUP.DEPBAR.LE gsb0, 0x0", "MUFU.EX2 R27, R27", "EXIT"})
+    overlapped.push_back(in);
+  EXPECT_EQ(audit(overlapped).exp2_under_wgmma, 3);
+  std::vector<std::string> hoisted = issue;
+  for (const char* in : {"WARPGROUP.DEPBAR.LE gsb0, 0x1", "FMNMX R184, R24, R25, !PT",
+                         "WARPGROUP.DEPBAR.LE gsb0, 0x0", "MUFU.EX2 R24, R24", "MUFU.EX2 R25, R25", "EXIT"})
+    hoisted.push_back(in);
+  EXPECT_EQ(audit(hoisted).exp2_under_wgmma, 0);
+  EXPECT_EQ(audit({"MUFU.EX2 R1, R1", "EXIT"}).exp2_under_wgmma, 0);
+}
+
 TEST(SassAudit, CountsInstructionFamiliesByExactPrefix) {
   const auto a = audit({"LDS.128 R4, [R2]", "LDSM.16.M88.4 R8, [R3]", "UTMALDG.4D [UR8], [UR4]",
                         "HGMMA.64x64x16.F32 R24, gdesc[UR8], RZ, !UPT, gsb0", "LDGSTS.E.128 [R5], desc[UR4][R6.64]",
