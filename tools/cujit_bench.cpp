@@ -212,6 +212,18 @@ int run_host_overhead(const std::string& csv_path) {
 // and dynamic shared memory. The empty kernels are the floor of the method
 // (event, launch, event); the rest is the kernel's own work and its loads.
 
+// Small shapes' timing: many short repetitions, with or without the 256 MiB
+// scrub before each (as the grid and peers.py time).
+jit::TimingOptions latency_timing(bool scrub_l2) {
+  jit::TimingOptions timing;
+  timing.warmup = 5;
+  timing.min_reps = 50;
+  timing.max_reps = 200;
+  timing.target_ms = 20;
+  timing.flush_l2 = scrub_l2;
+  return timing;
+}
+
 template <class Params>
 double empty_kernel_us(const jit::LaunchGeometry& geometry, const jit::TimingOptions& timing) {
   const jit::Kernel& kernel = empty_kernel<Params>();
@@ -234,14 +246,7 @@ int run_latency(const std::string& csv_path) {
     csv.open(csv_path);
     csv << "B,H,S,D,scrubbed_us,warm_l2_us,empty_one_cta_us,empty_same_launch_us,grid,block,smem_bytes,variant\n";
   }
-  jit::TimingOptions scrubbed;
-  scrubbed.warmup = 5;
-  scrubbed.min_reps = 50;
-  scrubbed.max_reps = 200;
-  scrubbed.target_ms = 20;
-  scrubbed.flush_l2 = true;
-  jit::TimingOptions warm = scrubbed;
-  warm.flush_l2 = false;
+  const jit::TimingOptions scrubbed = latency_timing(true), warm = latency_timing(false);
   for (const jit::AttentionShape& s : shapes) {
     const BenchTensors tensors = bench_tensors(s);
     const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
@@ -295,14 +300,7 @@ int run_latency_configs(const std::string& csv_path) {
     csv.open(csv_path);
     csv << "B,H,S,D,scrubbed_us,warm_l2_us,variant\n";
   }
-  jit::TimingOptions scrubbed;
-  scrubbed.warmup = 5;
-  scrubbed.min_reps = 50;
-  scrubbed.max_reps = 200;
-  scrubbed.target_ms = 20;
-  scrubbed.flush_l2 = true;
-  jit::TimingOptions warm = scrubbed;
-  warm.flush_l2 = false;
+  const jit::TimingOptions scrubbed = latency_timing(true), warm = latency_timing(false);
   for (const jit::AttentionShape& s : shapes) {
     const BenchTensors tensors = bench_tensors(s);
     const jit::detail::AttnTensors views{tensors.q.view, tensors.k.view, tensors.v.view, tensors.out, nullptr};
