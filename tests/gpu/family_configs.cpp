@@ -44,4 +44,9 @@ void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec,
   }
 }
 
+std::string specialization_name(const ::testing::TestParamInfo<Specialization>& info) {
+  return "d" + std::to_string(std::get<0>(info.param)) + "_" + jit::to_string(std::get<1>(info.param)) + "_" +
+         (std::get<2>(info.param) ? "causal" : "full");
+}
+
 }  // namespace cujit_test

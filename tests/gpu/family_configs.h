@@ -2,6 +2,11 @@
 // check each config rather than the default one (determinism, in one process
 // and across processes).
 #pragma once
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "jit/attention_family.h"
@@ -18,5 +23,17 @@ std::vector<jit::Json> kept_configs(const jit::detail::AttentionFamily& family, 
 /// Compiles (or loads) every config on all cores at once, so later launches
 /// only look them up; a config that fails is reported through gtest.
 void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec, const std::vector<jit::Json>& configs);
+
+/// A specialization of the attention kernels: head dim, dtype, causal.
+using Specialization = std::tuple<std::int64_t, jit::DType, bool>;
+
+/// Every specialization a family may serve, as gtest parameters.
+inline auto every_specialization() {
+  return ::testing::Combine(::testing::Values(std::int64_t{64}, std::int64_t{128}, std::int64_t{256}),
+                            ::testing::Values(jit::DType::f16, jit::DType::bf16), ::testing::Bool());
+}
+
+/// "d64_f16_full", "d128_bf16_causal", ...
+std::string specialization_name(const ::testing::TestParamInfo<Specialization>& info);
 
 }  // namespace cujit_test

@@ -5,7 +5,6 @@
 // configs only, unless they tune. CUJIT_TEST_DETERMINISM_LAUNCHES sets the
 // launch count (scripts/gpu-sanitize lowers it: a sanitizer checks every
 // launch alike, at a hundred times the cost).
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -80,7 +79,7 @@ std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFam
 }
 
 // One specialization: head dim, dtype, causal.
-class Determinism : public ::testing::TestWithParam<std::tuple<std::int64_t, DType, bool>> {};
+class Determinism : public ::testing::TestWithParam<Specialization> {};
 
 TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) {
   CUJIT_REQUIRE_GPU();
@@ -113,14 +112,7 @@ TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) 
   EXPECT_GT(configs, 0) << "every config of the serving families was pruned";
 }
 
-INSTANTIATE_TEST_SUITE_P(Specializations, Determinism,
-                         ::testing::Combine(::testing::Values(std::int64_t{64}, std::int64_t{128}, std::int64_t{256}),
-                                            ::testing::Values(DType::f16, DType::bf16), ::testing::Bool()),
-                         [](const auto& info) {
-                           return fmt::format("d{}_{}_{}", std::get<0>(info.param),
-                                              jit::to_string(std::get<1>(info.param)),
-                                              std::get<2>(info.param) ? "causal" : "full");
-                         });
+INSTANTIATE_TEST_SUITE_P(Specializations, Determinism, every_specialization(), specialization_name);
 
 }  // namespace
 }  // namespace cujit_test

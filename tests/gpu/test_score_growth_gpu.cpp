@@ -6,7 +6,6 @@
 // order some blocks raise the maximum a little, some a lot, and some not at
 // all. O and the LSE against the float64 reference, for every config of every
 // family, as the tuner would time them.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <tuple>
@@ -24,7 +23,7 @@ namespace {
 
 using jit::DType;
 
-class ScoreGrowth : public ::testing::TestWithParam<std::tuple<std::int64_t, DType, bool>> {};
+class ScoreGrowth : public ::testing::TestWithParam<Specialization> {};
 
 TEST_P(ScoreGrowth, EveryConfigMatchesTheReferenceWhenRowMaximaGrowAcrossKeyBlocks) {
   CUJIT_REQUIRE_GPU();
@@ -87,14 +86,7 @@ TEST_P(ScoreGrowth, EveryConfigMatchesTheReferenceWhenRowMaximaGrowAcrossKeyBloc
   if (configs == 0) GTEST_SKIP() << "no family serves head dim " << head_dim << " on " << target.arch;
 }
 
-INSTANTIATE_TEST_SUITE_P(Specializations, ScoreGrowth,
-                         ::testing::Combine(::testing::Values(std::int64_t{64}, std::int64_t{128}, std::int64_t{256}),
-                                            ::testing::Values(DType::f16, DType::bf16), ::testing::Bool()),
-                         [](const auto& info) {
-                           return fmt::format("d{}_{}_{}", std::get<0>(info.param),
-                                              jit::to_string(std::get<1>(info.param)),
-                                              std::get<2>(info.param) ? "causal" : "full");
-                         });
+INSTANTIATE_TEST_SUITE_P(Specializations, ScoreGrowth, every_specialization(), specialization_name);
 
 }  // namespace
 }  // namespace cujit_test
