@@ -122,7 +122,11 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   __syncthreads();
 
   const AttnParams& a = p.attn;
-  const int warpgroup = threadIdx.x / 128;
+  // Through a shuffle, so that the compiler knows it is the same on every
+  // lane of a warp: from threadIdx.x alone it cannot, and it guards the
+  // .aligned instructions (wgmma, setmaxnreg, named barriers) that follow a
+  // branch on it with code for warps that might have diverged.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   // The CTA's tile in round r: rounds of gridDim.x consecutive tiles, dealt
   // in alternating directions. With causal tiles of a head running longest
   // to shortest, one direction alone would hand some CTAs the long end of
