@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "attention_check.h"
 #include "autotune/prune.h"
 
 namespace cujit_test {
@@ -42,6 +43,33 @@ void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec,
   for (std::size_t i = 0; i < configs.size(); ++i) {
     EXPECT_EQ(errors[i], "") << family.variant_name(spec, configs[i]);
   }
+}
+
+int expect_every_config_matches(const jit::detail::AttnProblem& problem, const TestTensor& q, const TestTensor& k,
+                                const TestTensor& v, TestTensor& out, jit::DeviceBuffer& lse,
+                                const ReferenceProblem& reference, const ReferenceResult& expected) {
+  const jit::Target target = jit::current_target();
+  const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
+  int configs = 0;
+  for (const auto* family : families_here()) {
+    if (!family->supports(problem, target)) continue;
+    const std::vector<jit::Json> kept = kept_configs(*family, spec);
+    load_all(*family, spec, kept);
+    for (const jit::Json& config : kept) {
+      SCOPED_TRACE(family->variant_name(spec, config));
+      const jit::Kernel& kernel = jit::get_kernel(*family, spec, config);
+      const jit::detail::AttnLaunch plan = family->plan(problem, config);
+      poison(out.buffer.data(), out.buffer.size());
+      poison(lse.data(), lse.size());
+      family->launch(kernel, plan, problem, {q.view, k.view, v.view, out.view, static_cast<float*>(lse.data())},
+                     nullptr);
+      synchronize();
+      expect_output_matches(gather_logical(download_storage(out), out.view), expected, reference);
+      expect_lse_matches(download_f32(lse.data(), expected.lse.size()), expected);
+      ++configs;
+    }
+  }
+  return configs;
 }
 
 std::string specialization_name(const ::testing::TestParamInfo<Specialization>& info) {

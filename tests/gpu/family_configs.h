@@ -1,6 +1,6 @@
 // Every attention family and config this GPU runs, for the suites that
 // check each config rather than the default one (determinism, in one process
-// and across processes).
+// and across processes; score growth; rowless warpgroups).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -9,8 +9,11 @@
 #include <tuple>
 #include <vector>
 
+#include "gpu_test_support.h"
 #include "jit/attention_family.h"
+#include "jit/attention_problem.h"
 #include "jit/kernel_family.h"
+#include "reference_attention.h"
 
 namespace cujit_test {
 
@@ -23,6 +26,14 @@ std::vector<jit::Json> kept_configs(const jit::detail::AttentionFamily& family, 
 /// Compiles (or loads) every config on all cores at once, so later launches
 /// only look them up; a config that fails is reported through gtest.
 void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec, const std::vector<jit::Json>& configs);
+
+/// Launches every kept config of every family here that serves `problem` on
+/// q, k and v into `out` and `lse` (both poisoned before each launch, so
+/// nothing stale passes), and checks O and the LSE against `expected`.
+/// Returns how many configs ran: 0 where no family serves the problem here.
+int expect_every_config_matches(const jit::detail::AttnProblem& problem, const TestTensor& q, const TestTensor& k,
+                                const TestTensor& v, TestTensor& out, jit::DeviceBuffer& lse,
+                                const ReferenceProblem& reference, const ReferenceResult& expected);
 
 /// A specialization of the attention kernels: head dim, dtype, causal.
 using Specialization = std::tuple<std::int64_t, jit::DType, bool>;

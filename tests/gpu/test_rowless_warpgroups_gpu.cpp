@@ -15,9 +15,7 @@
 #include "attention_check.h"
 #include "family_configs.h"
 #include "gpu_test_support.h"
-#include "jit/attention_family.h"
 #include "jit/attention_problem.h"
-#include "jit/kernel_family.h"
 
 namespace cujit_test {
 namespace {
@@ -29,7 +27,6 @@ TEST_P(RowlessWarpgroups, EveryConfigMatchesTheReferenceWhenTheLastTileHasRowles
   const auto [head_dim, dtype, causal] = GetParam();
   TestRng rng;
   SCOPED_TRACE(rng.describe());
-  const jit::Target target = jit::current_target();
   int configs = 0;
   for (const std::int64_t seq_q : {40, 260}) {
     const Dims4 q_dims{1, 4, seq_q, head_dim};
@@ -46,7 +43,8 @@ TEST_P(RowlessWarpgroups, EveryConfigMatchesTheReferenceWhenTheLastTileHasRowles
     std::vector<jit::CausalAlign> aligns{jit::CausalAlign::TopLeft};
     if (causal) aligns.push_back(jit::CausalAlign::BottomRight);
     for (const jit::CausalAlign align : aligns) {
-      SCOPED_TRACE(::testing::Message() << "seq_q " << seq_q << (align == jit::CausalAlign::TopLeft ? " top-left" : " bottom-right"));
+      SCOPED_TRACE(::testing::Message() << "seq_q " << seq_q
+                                        << (align == jit::CausalAlign::TopLeft ? " top-left" : " bottom-right"));
       jit::AttentionOptions options;
       options.causal = causal;
       options.align = align;
@@ -56,29 +54,11 @@ TEST_P(RowlessWarpgroups, EveryConfigMatchesTheReferenceWhenTheLastTileHasRowles
       const ReferenceProblem reference{q_dims[0], q_dims[1], kv_dims[1], q_dims[2], kv_dims[2],
                                        head_dim,  causal,    offset,     double(problem.scale)};
       const ReferenceResult expected = reference_attention(reference, q, k, v);
-      const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
-      for (const auto* family : families_here()) {
-        if (!family->supports(problem, target)) continue;
-        const std::vector<jit::Json> kept = kept_configs(*family, spec);
-        load_all(*family, spec, kept);
-        for (const jit::Json& config : kept) {
-          SCOPED_TRACE(family->variant_name(spec, config));
-          const jit::Kernel& kernel = jit::get_kernel(*family, spec, config);
-          const jit::detail::AttnLaunch plan = family->plan(problem, config);
-          poison(out.buffer.data(), out.buffer.size());
-          poison(lse.data(), lse.size());
-          family->launch(kernel, plan, problem,
-                         {dq.view, dk.view, dv.view, out.view, static_cast<float*>(lse.data())}, nullptr);
-          synchronize();
-          expect_output_matches(gather_logical(download_storage(out), out.view), expected, reference);
-          expect_lse_matches(download_f32(lse.data(), expected.lse.size()), expected);
-          ++configs;
-        }
-      }
+      configs += expect_every_config_matches(problem, dq, dk, dv, out, lse, reference, expected);
     }
   }
   // D = 256 has only the sm90 family.
-  if (configs == 0) GTEST_SKIP() << "no family serves head dim " << head_dim << " on " << target.arch;
+  if (configs == 0) GTEST_SKIP() << "no family serves head dim " << head_dim << " on " << jit::current_target().arch;
 }
 
 INSTANTIATE_TEST_SUITE_P(Specializations, RowlessWarpgroups, every_specialization(), specialization_name);

@@ -14,9 +14,7 @@
 #include "attention_check.h"
 #include "family_configs.h"
 #include "gpu_test_support.h"
-#include "jit/attention_family.h"
 #include "jit/attention_problem.h"
-#include "jit/kernel_family.h"
 
 namespace cujit_test {
 namespace {
@@ -61,29 +59,9 @@ TEST_P(ScoreGrowth, EveryConfigMatchesTheReferenceWhenRowMaximaGrowAcrossKeyBloc
                                    head_dim,  causal,     seq_k - q_dims[2], double(problem.scale)};
   const ReferenceResult expected = reference_attention(reference, q, k, v);
 
-  const jit::Target target = jit::current_target();
-  const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
-  int configs = 0;
-  for (const auto* family : families_here()) {
-    if (!family->supports(problem, target)) continue;
-    const std::vector<jit::Json> kept = kept_configs(*family, spec);
-    load_all(*family, spec, kept);
-    for (const jit::Json& config : kept) {
-      SCOPED_TRACE(family->variant_name(spec, config));
-      const jit::Kernel& kernel = jit::get_kernel(*family, spec, config);
-      const jit::detail::AttnLaunch plan = family->plan(problem, config);
-      poison(out.buffer.data(), out.buffer.size());
-      poison(lse.data(), lse.size());
-      family->launch(kernel, plan, problem, {dq.view, dk.view, dv.view, out.view, static_cast<float*>(lse.data())},
-                     nullptr);
-      synchronize();
-      expect_output_matches(gather_logical(download_storage(out), out.view), expected, reference);
-      expect_lse_matches(download_f32(lse.data(), expected.lse.size()), expected);
-      ++configs;
-    }
-  }
+  const int configs = expect_every_config_matches(problem, dq, dk, dv, out, lse, reference, expected);
   // D = 256 has only the sm90 family.
-  if (configs == 0) GTEST_SKIP() << "no family serves head dim " << head_dim << " on " << target.arch;
+  if (configs == 0) GTEST_SKIP() << "no family serves head dim " << head_dim << " on " << jit::current_target().arch;
 }
 
 INSTANTIATE_TEST_SUITE_P(Specializations, ScoreGrowth, every_specialization(), specialization_name);
