@@ -28,33 +28,27 @@ TEST_P(RowlessWarpgroups, EveryConfigMatchesTheReferenceWhenTheLastTileHasRowles
   TestRng rng;
   SCOPED_TRACE(rng.describe());
   int configs = 0;
+  const std::vector<Mask> masks =
+      causal ? std::vector<Mask>{Mask::top_left, Mask::bottom_right} : std::vector<Mask>{Mask::none};
   for (const std::int64_t seq_q : {40, 260}) {
-    const Dims4 q_dims{1, 4, seq_q, head_dim};
-    const Dims4 kv_dims{1, 2, 777, head_dim};
-    const std::vector<float> q = rng.normal_vector(std::size_t(count(q_dims)), dtype);
-    const std::vector<float> k = rng.normal_vector(std::size_t(count(kv_dims)), dtype);
-    const std::vector<float> v = rng.normal_vector(std::size_t(count(kv_dims)), dtype);
-    TestTensor dq = make_tensor(Layout::bhsd, dtype, q_dims, &q);
-    TestTensor dk = make_tensor(Layout::bhsd, dtype, kv_dims, &k);
-    TestTensor dv = make_tensor(Layout::bhsd, dtype, kv_dims, &v);
-    TestTensor out = make_tensor(Layout::bhsd, dtype, q_dims);
-    jit::DeviceBuffer lse(std::size_t(count(q_dims) / head_dim) * sizeof(float));
-
-    std::vector<jit::CausalAlign> aligns{jit::CausalAlign::TopLeft};
-    if (causal) aligns.push_back(jit::CausalAlign::BottomRight);
-    for (const jit::CausalAlign align : aligns) {
-      SCOPED_TRACE(::testing::Message() << "seq_q " << seq_q
-                                        << (align == jit::CausalAlign::TopLeft ? " top-left" : " bottom-right"));
-      jit::AttentionOptions options;
-      options.causal = causal;
-      options.align = align;
+    for (const Mask mask : masks) {
+      AttnCase c;
+      c.dtype = dtype;
+      c.heads_q = 4;
+      c.heads_kv = 2;
+      c.seq_q = seq_q;
+      c.seq_k = 777;
+      c.head_dim = head_dim;
+      c.mask = mask;
+      SCOPED_TRACE(case_name(c));
+      const AttnInputs in = make_inputs(c, rng);
+      TestTensor out = make_tensor(Layout::bhsd, dtype, {c.batch, c.heads_q, c.seq_q, c.head_dim});
+      jit::DeviceBuffer lse(std::size_t(c.batch * c.heads_q * c.seq_q) * sizeof(float));
       const jit::detail::AttnProblem problem =
-          jit::detail::validate_attention(dq.view, dk.view, dv.view, out.view, options);
-      const std::int64_t offset = align == jit::CausalAlign::BottomRight ? kv_dims[2] - q_dims[2] : 0;
-      const ReferenceProblem reference{q_dims[0], q_dims[1], kv_dims[1], q_dims[2], kv_dims[2],
-                                       head_dim,  causal,    offset,     double(problem.scale)};
-      const ReferenceResult expected = reference_attention(reference, q, k, v);
-      configs += expect_every_config_matches(problem, dq, dk, dv, out, lse, reference, expected);
+          jit::detail::validate_attention(in.dq.view, in.dk.view, in.dv.view, out.view, options_for(c, nullptr));
+      const ReferenceProblem reference = reference_problem(c);
+      configs += expect_every_config_matches(problem, in.dq, in.dk, in.dv, out, lse, reference,
+                                             reference_attention(reference, in.q, in.k, in.v));
     }
   }
   // D = 256 has only the sm90 family.
