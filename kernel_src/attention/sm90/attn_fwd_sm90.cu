@@ -98,11 +98,12 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     typename Mainloop<Traits>::Softmax softmax(a.scale_log2);
 
     bars.q_full(q.index).wait(q.phase);
-    if (blocks.count > 0) mainloop.run(o, softmax, blocks, sQ_wg, m_wg, bars.q_empty(q.index), kv_iter);
     // Q's buffer is free once the last S = Q K^T is done (in the mainloop),
     // unless O is staged there: then once the store has read it.
-    if constexpr (!Traits::kOInQ) {
-      if (blocks.count == 0) bars.q_empty(q.index).release_by_warp(lane);
+    if (blocks.count > 0) {
+      mainloop.run(o, softmax, blocks, sQ_wg, m_wg, bars.q_empty(q.index), kv_iter);
+    } else if constexpr (!Traits::kOInQ) {
+      bars.q_empty(q.index).release_by_warp(lane);
     }
     epilogue.store(o, softmax, p, t, m_wg);
     if constexpr (Traits::kOInQ) {
