@@ -4,11 +4,16 @@
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <map>
 #include <mutex>
+#include <optional>
+#include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include "cache/atomic_file.h"
@@ -23,9 +28,73 @@
 
 namespace jit::detail {
 
+namespace {
+
+// The names in a file's quoted #include lines (angle includes are NVRTC's
+// own headers). A commented-out include is taken too: the closure may be
+// larger than what the compiler reads, never smaller.
+std::vector<std::string> quoted_includes(std::string_view text) {
+  std::vector<std::string> names;
+  auto skip_blanks = [&](std::size_t i) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    return i;
+  };
+  for (std::size_t line = 0; line < text.size();) {
+    const std::size_t end = std::min(text.find('\n', line), text.size());
+    std::size_t i = skip_blanks(line);
+    if (i < end && text[i] == '#') {
+      i = skip_blanks(i + 1);
+      if (text.compare(i, 7, "include") == 0) {
+        i = skip_blanks(i + 7);
+        const std::size_t close = i < end && text[i] == '"' ? text.find('"', i + 1) : std::string_view::npos;
+        if (close < end) names.emplace_back(text.substr(i + 1, close - i - 1));
+      }
+    }
+    line = end + 1;
+  }
+  return names;
+}
+
+// The names of the files reached from the entry through quoted #includes,
+// each once (repeated and cyclic includes end), or nullopt when an include
+// names none of the files.
+std::optional<std::set<std::string>> include_closure(const KernelSources& sources) {
+  std::map<std::string_view, std::string_view> by_name;
+  for (const auto& [name, text] : sources.files) by_name.emplace(name, text);
+  std::set<std::string> reached;
+  std::vector<std::string> pending = {sources.entry};
+  while (!pending.empty()) {
+    const std::string name = std::move(pending.back());
+    pending.pop_back();
+    const auto file = by_name.find(name);
+    if (file == by_name.end() || !reached.insert(name).second) continue;  // a missing entry is NVRTC's error
+    for (const std::string& include : quoted_includes(file->second)) {
+      // NVRTC matches a header by the name as written; a name relative to
+      // the including file's folder is followed too, where one exists.
+      const std::string relative =
+          (std::filesystem::path(name).parent_path() / include).lexically_normal().generic_string();
+      const bool as_written = by_name.count(include) != 0, as_relative = by_name.count(relative) != 0;
+      if (!as_written && !as_relative) return std::nullopt;
+      if (as_written) pending.push_back(include);
+      if (as_relative) pending.push_back(relative);
+    }
+  }
+  return reached;
+}
+
+}  // namespace
+
 std::string binary_cache_key(const CompileRequest& request) {
+  // Only what the entry can include: editing one family's kernel leaves the
+  // other families' cubins valid. An include found in none of the files may
+  // resolve in a way this scan does not model (an -I option, a name NVRTC
+  // normalizes otherwise): then every file counts, as a key must never miss
+  // a file that the compile reads.
+  const std::optional<std::set<std::string>> closure = include_closure(*request.sources);
   Json files = Json::array();
-  for (const auto& [name, text] : request.sources->files) files.push_back({name, cache::sha256_hex(text)});
+  for (const auto& [name, text] : request.sources->files) {
+    if (!closure || closure->count(name) != 0) files.push_back({name, cache::sha256_hex(text)});
+  }
   const Json key = {
       {"format", cache::kCubinFormatVersion}, {"cujit", cujit_version()},       {"nvrtc", nvrtc_version()},
       {"arch", request.arch},                 {"entry", request.sources->entry}, {"files", files},

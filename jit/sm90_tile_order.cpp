@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernel_src/attention/common/key_blocks.h"
+
 namespace jit::detail {
 namespace {
 
@@ -11,12 +13,13 @@ namespace {
 // must stay cheap.
 constexpr std::int64_t kMaxSimulatedTiles = std::int64_t{1} << 18;
 
-// K/V blocks of the tile whose rows start at m0, as the kernel's key_blocks()
-// counts them, plus one for the tile itself.
+// K/V blocks of the tile whose rows start at m0, as the kernel counts them,
+// plus one for the tile itself. Sequence lengths fit an int (the kernel's
+// TMA coordinates are 32-bit).
 std::int64_t tile_work(const TileGrid& g, std::int64_t m0) {
-  std::int64_t n_end = g.seq_k;
-  if (g.causal) n_end = std::min(n_end, std::min<std::int64_t>(g.block_m, g.seq_q - m0) + m0 + g.causal_offset);
-  return (n_end > 0 ? (n_end + g.block_n - 1) / g.block_n : 0) + 1;
+  return cujit::key_block_range(int(m0), g.block_m, g.block_n, int(g.seq_q), int(g.seq_k), g.causal, g.causal_offset)
+             .count +
+         1;
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 // The head dims each attention family is instantiated for: one list that the
 // kernels' static_asserts, the host's support checks, pruning, warm-up and
-// error messages all read. No includes, so NVRTC and the host both take it.
+// error messages all read. Plain constexpr C++, so NVRTC and the host both
+// take it.
 #pragma once
+#include "common/host_device.h"
 
 namespace cujit {
 
 struct HeadDims {
   int values[4];
   int count;
-  constexpr bool contains(int d) const {
+  CUJIT_HOST_DEVICE constexpr bool contains(int d) const {
     for (int i = 0; i < count; ++i) {
       if (values[i] == d) return true;
     }

@@ -14,6 +14,10 @@ struct bf16 { unsigned short bits; };
 template <class T> struct is_f16 { static constexpr bool value = false; };
 template <> struct is_f16<f16> { static constexpr bool value = true; };
 
+// Bytes per stored element: where device code and shared-memory layouts get
+// it from (1 for the FP8 types to come).
+template <class T> struct element_traits { static constexpr int bytes = sizeof(T); };
+
 template <class A, class B> struct same_type { static constexpr bool value = false; };
 template <class A> struct same_type<A, A> { static constexpr bool value = true; };
 

@@ -134,6 +134,92 @@ TEST(BinaryCacheKey, ChangesWithEveryInput) {
   }
 }
 
+// The key hashes the entry's include closure only: a file the entry cannot
+// reach may change without invalidating its cubins.
+TEST(BinaryCacheKey, FollowsTheEntrysIncludesOnly) {
+  KeyInputs base;
+  base.sources.files[1].second = "#pragma once\n#include \"nested.cuh\"\n__device__ int helper() { return 1; }\n";
+  base.sources.files.push_back({"nested.cuh", "#pragma once\n__device__ int nested() { return 2; }\n"});
+  base.sources.files.push_back({"other_family.cuh", "#pragma once\n__device__ int other() { return 3; }\n"});
+  const std::string base_key = base.key();
+
+  KeyInputs outside = base;
+  outside.sources.files[3].second += "// edited\n";
+  EXPECT_EQ(outside.key(), base_key) << "a file outside the closure changed the key";
+  outside.sources.files.push_back({"added.cuh", "__device__ int added();\n"});
+  EXPECT_EQ(outside.key(), base_key) << "a file added outside the closure changed the key";
+
+  KeyInputs nested = base;
+  nested.sources.files[2].second += "// edited\n";
+  EXPECT_NE(nested.key(), base_key) << "an include of an include is in the closure";
+}
+
+TEST(BinaryCacheKey, RepeatedAndCyclicIncludesEnd) {
+  KeyInputs k;
+  k.sources.files = {{"kernel.cu", "#include \"a.cuh\"\n#include \"b.cuh\"\n  #  include \"a.cuh\"\n"},
+                     {"a.cuh", "#pragma once\n#include \"b.cuh\"\n"},
+                     {"b.cuh", "#pragma once\n#include \"a.cuh\"\n#include \"kernel.cu\"\n"},
+                     {"unrelated.cuh", "int x;\n"}};
+  const std::string key = k.key();
+  EXPECT_TRUE(is_lower_hex_64(key));
+  KeyInputs edited = k;
+  edited.sources.files[2].second += "// edited\n";  // b.cuh, reached only through the cycle
+  EXPECT_NE(edited.key(), key);
+  edited = k;
+  edited.sources.files[3].second += "// edited\n";
+  EXPECT_EQ(edited.key(), key);
+}
+
+// A name relative to the including file's folder is followed; an include
+// that names no file at all makes every file count.
+TEST(BinaryCacheKey, RelativeAndUnresolvedIncludes) {
+  KeyInputs k;
+  k.sources.files = {{"family/kernel.cu", "#include \"role.cuh\"\n"},
+                     {"family/role.cuh", "int role;\n"},
+                     {"unrelated.cuh", "int x;\n"}};
+  k.sources.entry = "family/kernel.cu";
+  const std::string key = k.key();
+  KeyInputs edited = k;
+  edited.sources.files[1].second += "// edited\n";
+  EXPECT_NE(edited.key(), key);
+  edited = k;
+  edited.sources.files[2].second += "// edited\n";
+  EXPECT_EQ(edited.key(), key);
+
+  KeyInputs unresolved = k;
+  unresolved.sources.files[0].second += "#include \"not_given.cuh\"\n";
+  const std::string unresolved_key = unresolved.key();
+  unresolved.sources.files[2].second += "// edited\n";
+  EXPECT_NE(unresolved.key(), unresolved_key) << "with an unresolved include every file must count";
+}
+
+// The shipped families: a file of one family's own folder is outside the
+// other's closure; a shared header is in both.
+TEST(BinaryCacheKey, EditingOneFamilysKernelKeepsTheOthersKey) {
+  const jit::KernelSources& sm90 = jit::detail::sm90_attention_family().sources();
+  const jit::KernelSources& portable = jit::detail::portable_attention_family().sources();
+  auto key_with = [](const jit::KernelSources& sources, const std::string& edited_file) {
+    jit::KernelSources copy = sources;
+    bool found = edited_file.empty();
+    for (auto& [name, text] : copy.files) {
+      if (name == edited_file) {
+        text += "\n// edited\n";
+        found = true;
+      }
+    }
+    EXPECT_TRUE(found) << edited_file;
+    const jit::detail::CompileRequest request{&copy, "k", "sm_90a", {}};
+    return jit::detail::binary_cache_key(request);
+  };
+  const std::string sm90_key = key_with(sm90, ""), portable_key = key_with(portable, "");
+  EXPECT_EQ(key_with(portable, "attention/sm90/mainloop.cuh"), portable_key);
+  EXPECT_NE(key_with(sm90, "attention/sm90/mainloop.cuh"), sm90_key);
+  EXPECT_EQ(key_with(sm90, "attention/portable/epilogue.cuh"), sm90_key);
+  EXPECT_NE(key_with(portable, "attention/portable/epilogue.cuh"), portable_key);
+  EXPECT_NE(key_with(sm90, "attention/common/key_blocks.h"), sm90_key);
+  EXPECT_NE(key_with(portable, "attention/common/key_blocks.h"), portable_key);
+}
+
 // compile_variant through the real disk cache: miss, hit, corrupted entry ->
 // recompile, then a hit again.
 TEST(BinaryCacheIntegration, CompileHitAndRecoverFromCorruption) {

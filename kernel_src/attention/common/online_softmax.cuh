@@ -3,7 +3,7 @@
 // four threads of a quad together hold a whole row. Row sums stay per-thread
 // partials until the end (the rescale factor is uniform across the quad).
 #pragma once
-#include "common/ptx.cuh"
+#include "attention/common/register_tile.cuh"
 
 namespace cujit {
 
@@ -42,8 +42,7 @@ struct OnlineSoftmax {
         float mx = row_max[mt][r];
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[mt][nt][2 * r], s[mt][nt][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        mx = quad_max(mx);
         // A row with nothing visible yet keeps max -inf: use 0 as the offset so
         // exp2(-inf - 0) = 0 instead of NaN.
         const float m_scaled = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2;
@@ -75,10 +74,7 @@ struct OnlineSoftmax {
 
   // Full row sum (quad reduction); call once, after the last block.
   __device__ __forceinline__ float total_sum(int mt, int r) const {
-    float l = row_sum[mt][r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    return l;
+    return quad_sum(row_sum[mt][r]);
   }
 
   // The epilogue's factor for a row with total sum l. A row that saw no

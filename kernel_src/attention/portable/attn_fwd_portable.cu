@@ -3,9 +3,12 @@
 // STAGES-deep cp.async ring; S = Q K^T and O += P V run on mma.sync
 // m16n8k16 with ldmatrix operands; the softmax is online, in registers.
 #include "attention/attn_params.h"
-#include "attention/portable/epilogue.cuh"
+#include "attention/common/key_blocks.h"
 #include "attention/common/mask.cuh"
 #include "attention/common/online_softmax.cuh"
+#include "attention/common/register_tile.cuh"
+#include "attention/head_dims.h"
+#include "attention/portable/epilogue.cuh"
 #include "attention/portable/smem_tile.cuh"
 
 namespace cujit::portable {
@@ -14,6 +17,7 @@ namespace cujit::portable {
 template <int D, int BM, int BN, int STAGES, int WARPS, class T, bool CAUSAL>
 __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_constant__ AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
+  static_assert(kPortableHeadDims.contains(D), "D is one of kPortableHeadDims: 64 or 128");
   static_assert(D % 64 == 0, "D must be a multiple of 64 (swizzle)");
   static_assert(BM % (16 * WARPS) == 0, "each warp owns whole 16-row m-tiles");
   static_assert(BN % 16 == 0, "BN must be a multiple of 16");
@@ -26,8 +30,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   constexpr int KT = D / 16;          // k-steps of Q K^T
   constexpr int DT = D / 8;           // n-tiles of O
   constexpr int PT = BN / 16;         // k-steps of P V
-  using QTile = SmemTile<BM, D>;
-  using KVTile = SmemTile<BN, D>;
+  constexpr int kElementBytes = element_traits<T>::bytes;
+  using QTile = SmemTile<BM, D, kElementBytes>;
+  using KVTile = SmemTile<BN, D, kElementBytes>;
 
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 sQ = smem_addr(smem);
@@ -46,18 +51,15 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   const int rows_valid = min(BM, p.seq_q - m0);
 
   const char* q_tile = static_cast<const char*>(p.q) +
-                       (batch * p.q_stride[0] + head * p.q_stride[1] + i64(m0) * p.q_stride[2]) * 2;
-  const char* k_head = static_cast<const char*>(p.k) + (batch * p.k_stride[0] + head_kv * p.k_stride[1]) * 2;
-  const char* v_head = static_cast<const char*>(p.v) + (batch * p.v_stride[0] + head_kv * p.v_stride[1]) * 2;
+                       (batch * p.q_stride[0] + head * p.q_stride[1] + i64(m0) * p.q_stride[2]) * kElementBytes;
+  const char* k_head =
+      static_cast<const char*>(p.k) + (batch * p.k_stride[0] + head_kv * p.k_stride[1]) * kElementBytes;
+  const char* v_head =
+      static_cast<const char*>(p.v) + (batch * p.v_stride[0] + head_kv * p.v_stride[1]) * kElementBytes;
 
-  // Key blocks this tile needs, and how many of them need no mask at all.
-  int n_end = p.seq_k;
-  int n_unmasked = p.seq_k / BN;
-  if constexpr (CAUSAL) {
-    n_end = min(n_end, m0 + rows_valid + p.causal_offset);
-    n_unmasked = min(n_unmasked, max(0, (m0 + p.causal_offset + 1) / BN));
-  }
-  const int n_blocks = n_end > 0 ? (n_end + BN - 1) / BN : 0;
+  // Key blocks this tile needs; those from first_masked on need a mask.
+  const KeyBlockRange blocks = key_block_range(m0, BM, BN, p.seq_q, p.seq_k, CAUSAL, p.causal_offset);
+  const int n_blocks = blocks.count;
 
   // One cp.async group per K/V block; STAGES-1 blocks are in flight ahead of
   // the one being used. Every group is committed even when empty, so the wait
@@ -67,9 +69,9 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
     const int stage = block % STAGES;
     const int keys = min(BN, p.seq_k - block * BN);
     const i64 first = i64(block) * BN;
-    KVTile::template load_async<kThreads>(sK + stage * KVTile::kBytes, k_head + first * p.k_stride[2] * 2,
+    KVTile::template load_async<kThreads>(sK + stage * KVTile::kBytes, k_head + first * p.k_stride[2] * kElementBytes,
                                           p.k_stride[2], keys, tid);
-    KVTile::template load_async<kThreads>(sV + stage * KVTile::kBytes, v_head + first * p.v_stride[2] * 2,
+    KVTile::template load_async<kThreads>(sV + stage * KVTile::kBytes, v_head + first * p.v_stride[2] * kElementBytes,
                                           p.v_stride[2], keys, tid);
   };
 
@@ -101,12 +103,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   }
 
   float o[MT][DT][4];  // (16*MT, D) accumulator
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[mt][dt][e] = 0.f;
+  zero(o);
   OnlineSoftmax<MT, NT, DT> softmax(p.scale_log2);
 
   for (int block = 0; block < n_blocks; ++block) {
@@ -121,12 +118,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
     const u32 v_stage = sV + (block % STAGES) * KVTile::kBytes;
 
     float s[MT][NT][4];  // (16*MT, BN) scores
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[mt][nt][e] = 0.f;
+    zero(s);
 #pragma unroll
     for (int kt = 0; kt < KT; ++kt) {
       u32 a[MT][4];
@@ -152,21 +144,16 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
         }
       }
     }
-    if (block >= n_unmasked) {
+    if (block >= blocks.first_masked) {
       apply_mask<MT, NT, CAUSAL>(s, m0 + warp_row0, block * BN, p.seq_k, p.causal_offset, lane);
     }
     softmax.update(s, o);
 
 #pragma unroll
     for (int pk = 0; pk < PT; ++pk) {
-      u32 a[MT][4];  // P as A fragments: the accumulator layout of two n-tiles
+      u32 a[MT][4];  // P as A fragments
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        a[mt][0] = cvt_rn_x2<T>(s[mt][2 * pk][0], s[mt][2 * pk][1]);
-        a[mt][1] = cvt_rn_x2<T>(s[mt][2 * pk][2], s[mt][2 * pk][3]);
-        a[mt][2] = cvt_rn_x2<T>(s[mt][2 * pk + 1][0], s[mt][2 * pk + 1][1]);
-        a[mt][3] = cvt_rn_x2<T>(s[mt][2 * pk + 1][2], s[mt][2 * pk + 1][3]);
-      }
+      for (int mt = 0; mt < MT; ++mt) to_operand_a<T>(s, mt, pk, a[mt]);
 #pragma unroll
       for (int dp = 0; dp < DT / 2; ++dp) {
         // Matrices: keys (pk*16 + 0..7 | 8..15) x dims (dp*16 + 0..7 | 8..15), transposed.
@@ -183,7 +170,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   }
   cp_async_wait_group<0>();
 
-  char* o_tile = static_cast<char*>(p.o) + (batch * p.o_stride[0] + head * p.o_stride[1] + i64(m0) * p.o_stride[2]) * 2;
+  char* o_tile = static_cast<char*>(p.o) +
+                 (batch * p.o_stride[0] + head * p.o_stride[1] + i64(m0) * p.o_stride[2]) * kElementBytes;
   float* lse_tile = p.lse ? p.lse + (i64(batch) * p.heads_q + head) * p.seq_q + m0 : nullptr;
   write_output<T, BM, D, MT, NT, DT>(o, softmax, sQ, o_tile, p.o_stride[2], lse_tile, rows_valid, warp_row0, lane);
 }

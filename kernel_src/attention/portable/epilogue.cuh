@@ -3,6 +3,7 @@
 // them out with 16-byte coalesced stores; LSE in natural log when asked.
 #pragma once
 #include "attention/common/online_softmax.cuh"
+#include "attention/common/register_tile.cuh"
 #include "attention/portable/smem_tile.cuh"
 
 namespace cujit::portable {
@@ -11,7 +12,8 @@ template <class T, int BM, int D, int MT, int NT, int DT>
 __device__ __forceinline__ void write_output(const float (&o)[MT][DT][4], const OnlineSoftmax<MT, NT, DT>& softmax,
                                              u32 smem_o, char* o_tile, i64 o_row_stride, float* lse_tile,
                                              int rows_valid, int warp_row0, int lane) {
-  using Tile = SmemTile<BM, D>;
+  constexpr int kElementBytes = element_traits<T>::bytes;
+  using Tile = SmemTile<BM, D, kElementBytes>;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -21,7 +23,7 @@ __device__ __forceinline__ void write_output(const float (&o)[MT][DT][4], const 
       const int row = warp_row0 + mt * 16 + lane / 4 + 8 * r;
 #pragma unroll
       for (int dt = 0; dt < DT; ++dt) {
-        const u32 packed = cvt_rn_x2<T>(o[mt][dt][2 * r] * inv, o[mt][dt][2 * r + 1] * inv);
+        const u32 packed = to_packed<T>(o[mt][dt], r, inv);
         st_shared_b32(smem_o + Tile::offset(row, dt * 8 + 2 * (lane % 4)), packed);
       }
       if (lse_tile != nullptr && lane % 4 == 0 && row < rows_valid) {
@@ -30,18 +32,18 @@ __device__ __forceinline__ void write_output(const float (&o)[MT][DT][4], const 
     }
   }
   __syncwarp();
-  constexpr int kChunks = D / 8;
+  constexpr int kChunks = Tile::kChunks;
   constexpr int kWarpChunks = MT * 16 * kChunks;
   static_assert(kWarpChunks % 32 == 0, "each lane stores whole chunks");
 #pragma unroll
   for (int it = 0; it < kWarpChunks / 32; ++it) {
     const int idx = it * 32 + lane;
     const int row = warp_row0 + idx / kChunks;
-    const int col = (idx % kChunks) * 8;
+    const int col = (idx % kChunks) * Tile::kChunkElements;
     if (row < rows_valid) {
       u32 v[4];
       ld_shared_v4_b32(v, smem_o + Tile::offset(row, col));
-      st_global_v4_b32(o_tile + (row * o_row_stride + col) * 2, v);
+      st_global_v4_b32(o_tile + (row * o_row_stride + col) * kElementBytes, v);
     }
   }
 }

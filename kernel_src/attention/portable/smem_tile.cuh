@@ -1,22 +1,25 @@
-// A (ROWS, D) tile of 16-bit elements in shared memory, stored in 16-byte
-// chunks whose column index is XOR-swizzled by the row, so that ldmatrix
-// (8 rows, same column) and the cp.async fill both touch 8 distinct banks.
+// A (ROWS, D) tile of ELEMENT_BYTES-byte elements in shared memory, stored
+// in 16-byte chunks whose column index is XOR-swizzled by the row, so that
+// ldmatrix (8 rows, same column) and the cp.async fill both touch 8
+// distinct banks.
 #pragma once
 #include "common/ptx.cuh"
 
 namespace cujit::portable {
 
-template <int ROWS, int D>
+template <int ROWS, int D, int ELEMENT_BYTES>
 struct SmemTile {
-  static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static_assert(ELEMENT_BYTES == 2, "ldmatrix and the 8-element chunks assume 16-bit elements");
+  static constexpr int kChunkElements = 16 / ELEMENT_BYTES;
+  static constexpr int kChunks = D / kChunkElements;  // 16-byte chunks per row
   static_assert(kChunks % 8 == 0, "the swizzle needs D to be a multiple of 64");
-  static constexpr int kBytes = ROWS * D * 2;
+  static constexpr int kBytes = ROWS * D * ELEMENT_BYTES;
 
   // Byte offset of element (row, col); col is a multiple of 8 or lies within
   // one chunk (col % 8 is kept).
   __device__ static __forceinline__ u32 offset(int row, int col) {
     const int chunk = (col >> 3) ^ (row & 7);
-    return u32((row * D + (chunk << 3) + (col & 7)) * 2);
+    return u32((row * D + (chunk << 3) + (col & 7)) * ELEMENT_BYTES);
   }
 
   // Async copy of rows [0, rows_valid) from global (row stride in elements);
@@ -32,9 +35,9 @@ struct SmemTile {
       const int idx = it * THREADS + tid;
       if (kTotal % THREADS == 0 || idx < kTotal) {
         const int row = idx / kChunks;
-        const int col = (idx % kChunks) * 8;
+        const int col = (idx % kChunks) * kChunkElements;
         const bool valid = row < rows_valid;
-        const char* src = valid ? base + (row * row_stride + col) * 2 : base;
+        const char* src = valid ? base + (row * row_stride + col) * ELEMENT_BYTES : base;
         cp_async_cg_16(smem + offset(row, col), src, valid ? 16 : 0);
       }
     }

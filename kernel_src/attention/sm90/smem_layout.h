@@ -1,9 +1,10 @@
 // Shared-memory layout of the sm90 attention kernel, used by the kernel and
 // by the host (launch size, pruning). Plain constexpr C++.
 //
-// Every tile is stored as D/64 column chunks of [rows][64 elements]: one
-// 128-byte row per chunk, 128-byte swizzled by TMA, so each chunk is a run of
-// 1024-byte swizzle atoms (8 rows) that wgmma descriptors address directly.
+// Every tile is stored as column chunks of [rows][kRowBytes]: one 128-byte
+// row per chunk (64 16-bit elements), 128-byte swizzled by TMA, so each chunk
+// is a run of 1024-byte swizzle atoms (8 rows) that wgmma descriptors address
+// directly.
 #pragma once
 #include "common/host_device.h"
 
@@ -13,7 +14,12 @@ constexpr int kMaxSmemOptIn = 232448;  // sm_90 dynamic shared memory per block
 constexpr int kSmemPerSm = 233472;     // sm_90 shared memory per SM
 constexpr int kSmemPerCtaReserved = 1024;  // what the system keeps of it per CTA
 constexpr int kSmemAlign = 1024;        // 128-byte swizzle atoms must be 1024-aligned
-constexpr int kRowBytes = 128;          // one row of a 64-element chunk
+constexpr int kRowBytes = 128;          // one row of a chunk: the 128-byte swizzle's width
+constexpr int kBarrierBytes = 8;        // one mbarrier
+constexpr int k16BitElementBytes = 2;   // f16, bf16: what the layout assumes unless told
+
+// Elements in one chunk row: 64 of 16 bits.
+CUJIT_HOST_DEVICE constexpr int chunk_columns(int element_bytes) { return kRowBytes / element_bytes; }
 
 // CTAs that share one SM: two or three consumer warpgroups (BM = 128, 192)
 // hold it alone; one (BM = 64) shares it with a second CTA, so that one
@@ -32,7 +38,8 @@ CUJIT_HOST_DEVICE constexpr int smem_budget(int bm) {
 }
 
 struct SmemLayout {
-  int chunks;          // D / 64
+  static constexpr int kMaxQBuffers = 2;
+  int chunks;          // D / chunk_columns
   int q_bytes;         // one Q tile (and the O tile)
   int kv_bytes;        // one K or V stage
   int barrier_bytes;   // q full/empty per Q buffer, then k full, k empty, v full, v empty per stage
@@ -44,23 +51,45 @@ struct SmemLayout {
   int q, k, v, o, barriers;  // offsets from the aligned base
   int bytes;           // dynamic shared memory to request, with slack to align the base
 
-  CUJIT_HOST_DEVICE constexpr SmemLayout(int d, int bm, int bn, int stages)
-      : chunks(d / 64),
-        q_bytes(bm * d * 2),
-        kv_bytes(bn * d * 2),
-        barrier_bytes(8 * (4 + 4 * stages)),
-        q_buffers(total(2, false, bm * d * 2, bn * d * 2, stages) <= smem_budget(bm) ? 2 : 1),
-        o_in_q(total(1, false, bm * d * 2, bn * d * 2, stages) > smem_budget(bm)),
+  CUJIT_HOST_DEVICE constexpr SmemLayout(int d, int bm, int bn, int stages,
+                                         int element_bytes = k16BitElementBytes)
+      : chunks(d / chunk_columns(element_bytes)),
+        q_bytes(bm * d * element_bytes),
+        kv_bytes(bn * d * element_bytes),
+        barrier_bytes(barrier_count(stages) * kBarrierBytes),
+        q_buffers(total(2, false, bm * d * element_bytes, bn * d * element_bytes, stages) <= smem_budget(bm) ? 2 : 1),
+        o_in_q(total(1, false, bm * d * element_bytes, bn * d * element_bytes, stages) > smem_budget(bm)),
         q(0),
         k(q_buffers * q_bytes),
         v(q_buffers * q_bytes + stages * kv_bytes),
         o(o_in_q ? 0 : q_buffers * q_bytes + 2 * stages * kv_bytes),
         barriers(q_buffers * q_bytes + 2 * stages * kv_bytes + (o_in_q ? 0 : q_bytes)),
-        bytes(barriers + barrier_bytes + kSmemAlign) {}
+        bytes(barriers + barrier_bytes + kSmemAlign),
+        stages_(stages) {}
+
+  // Barrier slots, byte offsets from `barriers`: q full and q empty of Q
+  // buffer b (slots for kMaxQBuffers either way), then k full, k empty,
+  // v full and v empty of stage s.
+  CUJIT_HOST_DEVICE constexpr int q_full_slot(int b) const { return kBarrierBytes * b; }
+  CUJIT_HOST_DEVICE constexpr int q_empty_slot(int b) const { return kBarrierBytes * kMaxQBuffers + kBarrierBytes * b; }
+  CUJIT_HOST_DEVICE constexpr int k_full_slot(int s) const { return ring_slot(0, s); }
+  CUJIT_HOST_DEVICE constexpr int k_empty_slot(int s) const { return ring_slot(1, s); }
+  CUJIT_HOST_DEVICE constexpr int v_full_slot(int s) const { return ring_slot(2, s); }
+  CUJIT_HOST_DEVICE constexpr int v_empty_slot(int s) const { return ring_slot(3, s); }
+
+  CUJIT_HOST_DEVICE static constexpr int barrier_count(int stages) { return 2 * kMaxQBuffers + 4 * stages; }
 
   CUJIT_HOST_DEVICE static constexpr int total(int q_buffers, bool o_in_q, int q_bytes, int kv_bytes, int stages) {
-    return q_buffers * q_bytes + (o_in_q ? 0 : q_bytes) + 2 * stages * kv_bytes + 8 * (4 + 4 * stages) + kSmemAlign;
+    return q_buffers * q_bytes + (o_in_q ? 0 : q_bytes) + 2 * stages * kv_bytes + barrier_count(stages) * kBarrierBytes +
+           kSmemAlign;
   }
+
+ private:
+  // The ring barriers start after the Q buffers' four; `kind` counts whole rings.
+  CUJIT_HOST_DEVICE constexpr int ring_slot(int kind, int s) const {
+    return kBarrierBytes * 2 * kMaxQBuffers + kBarrierBytes * (kind * stages_ + s);
+  }
+  int stages_;
 };
 
 }  // namespace cujit::sm90

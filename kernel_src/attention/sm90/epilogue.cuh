@@ -1,0 +1,74 @@
+// The epilogue of one consumer warpgroup's tile: O normalized by the row
+// sums, converted to T, staged in shared memory with the TMA's 128-byte
+// swizzle (16-byte unit u of row r lands at u ^ (r % 8), also free of bank
+// conflicts) and written by one TMA store; the natural-log LSE per row when
+// asked. A split-KV partial (unnormalized O and its LSE into a workspace) or
+// an FP8 rescale replaces this struct.
+#pragma once
+#include "attention/common/online_softmax.cuh"
+#include "attention/common/register_tile.cuh"
+#include "attention/sm90/attn_params_sm90.h"
+#include "attention/sm90/pipeline.cuh"
+#include "attention/sm90/tile_scheduler.cuh"
+
+namespace cujit::sm90 {
+
+template <class Traits>
+struct TmaEpilogue {
+  using T = typename Traits::T;
+  static constexpr int kDT = Traits::kDT;
+  static constexpr int kUnitBytes = 16;  // the swizzle's unit
+  // 8-column accumulator tiles per 128-byte row, and bytes of the two elements a thread holds of one.
+  static constexpr int kTilesPerRow = Traits::kChunkColumns / 8;
+  static constexpr int kPairBytes = 2 * Traits::kElementBytes;
+  static_assert(8 * Traits::kElementBytes == kUnitBytes, "one accumulator tile's row is one swizzle unit");
+
+  u32 sO_wg;  // this warpgroup's 64 rows of O's chunk 0
+  int wg, thread, warp, lane;
+
+  __device__ __forceinline__ void store(const float (&o)[1][kDT][4], const OnlineSoftmax<1, Traits::kNT, kDT>& softmax,
+                                        const Sm90AttnParams& p, const Tile& t, int m_wg) const {
+    constexpr SmemLayout L = Traits::layout();
+    const AttnParams& a = p.attn;
+    if (thread == 0) bulk_wait_group_read_0();  // the last tile's store has read sO
+    warpgroup_sync<Traits::kConsumers>(wg);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = softmax.total_sum(0, r);
+      const float inv = softmax.normalizer(l);
+      const int row = warp * 16 + lane / 4 + 8 * r;
+#pragma unroll
+      for (int dt = 0; dt < kDT; ++dt) {
+        const u32 packed = to_packed<T>(o[0][dt], r, inv);
+        const int chunk = dt / kTilesPerRow;
+        const int unit = (dt % kTilesPerRow) ^ (row % 8);
+        st_shared_b32(sO_wg + (chunk * Traits::BM + row) * kRowBytes + unit * kUnitBytes + (lane % 4) * kPairBytes,
+                      packed);
+      }
+      if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < a.seq_q) {
+        a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + m_wg + row] = softmax.lse(0, r, l);
+      }
+    }
+    fence_proxy_async_shared();
+    warpgroup_sync<Traits::kConsumers>(wg);
+    if (thread == 0) {
+#pragma unroll
+      for (int c = 0; c < L.chunks; ++c)
+        tma_store_4d(&p.o, sO_wg + c * Traits::BM * kRowBytes, c * Traits::kChunkColumns, m_wg, t.head, t.batch);
+      bulk_commit_group();
+    }
+  }
+
+  // Once the store has read O's buffer (for O staged in Q's space).
+  __device__ __forceinline__ void wait_store_read() const {
+    if (thread == 0) bulk_wait_group_read_0();
+    warpgroup_sync<Traits::kConsumers>(wg);
+  }
+
+  // The last store has completed: before the CTA exits.
+  __device__ __forceinline__ void finish() const {
+    if (thread == 0) bulk_wait_group_0();
+  }
+};
+
+}  // namespace cujit::sm90

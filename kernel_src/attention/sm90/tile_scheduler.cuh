@@ -1,0 +1,42 @@
+// The persistent walk of the sm90 kernel: which (batch, head, m-block) tile a
+// CTA takes next. Producer and consumers walk it in step, each on its own.
+#pragma once
+#include "attention/sm90/attn_params_sm90.h"
+
+namespace cujit::sm90 {
+
+struct Tile {
+  int m_block, head, batch;
+};
+
+// The tile at a position of the CTAs' walk: with tiles_by_rows, one m-block
+// of every (batch, head) after another, else the m-blocks of one (batch,
+// head) together, sharing its K/V in L2 (jit/sm90_tile_order.h says when the
+// host picks which). Causal tiles run longest (last m-block) first.
+template <bool CAUSAL>
+__device__ __forceinline__ Tile tile_at(int index, const Sm90AttnParams& p) {
+  const unsigned major = p.tile_divisor.quotient(index);
+  const unsigned minor = p.tile_divisor.remainder(index, major);
+  const unsigned bh = p.tiles_by_rows ? minor : major;
+  const int m = int(p.tiles_by_rows ? major : minor);
+  const unsigned batch = p.head_divisor.quotient(bh);
+  return {CAUSAL ? p.m_blocks - 1 - m : m, int(p.head_divisor.remainder(bh, batch)), int(batch)};
+}
+
+// The CTA's tile in round r: rounds of gridDim.x consecutive tiles, dealt
+// in alternating directions. With causal tiles of a head running longest
+// to shortest, one direction alone would hand some CTAs the long end of
+// every round; alternating evens out what each CTA gets.
+__device__ __forceinline__ int tile_index(int round) {
+  return round * int(gridDim.x) + (round % 2 == 0 ? int(blockIdx.x) : int(gridDim.x - 1 - blockIdx.x));
+}
+
+// body(i, tile) for this CTA's i-th tile, i = 0, 1, ...
+template <bool CAUSAL, class Body>
+__device__ __forceinline__ void for_each_tile(const Sm90AttnParams& p, Body&& body) {
+  for (int tile_iter = 0, index; (index = tile_index(tile_iter)) < p.total_tiles; ++tile_iter) {
+    body(tile_iter, tile_at<CAUSAL>(index, p));
+  }
+}
+
+}  // namespace cujit::sm90
