@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "jit/kernel_family.h"
+#include "core/kernel_family.h"
 
 namespace jit::autotune {
 

@@ -14,8 +14,6 @@
 
 namespace jit {
 
-std::vector<std::string> KernelFamily::compile_options(const Json&, const Json&) const { return {}; }
-
 Kernel::Kernel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Kernel::~Kernel() {

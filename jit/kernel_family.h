@@ -2,38 +2,18 @@
 /// The generic kernel-family API: how a family of JIT kernels (attention, or
 /// one of your own) tells cujit what to compile, what to search and how to
 /// name it. cujit does the rest: NVRTC, the disk cache, module loading,
-/// autotuning and the tuning database.
-///
-/// A family's *spec* fixes what the kernel is specialized on (dtype, head dim,
-/// ...); a *config* is one point of its search space (tile sizes, stages,
-/// warps). Both are JSON objects so that they are logged, hashed and stored
-/// as they are.
+/// autotuning and the tuning database. The family interface and its types
+/// (KernelFamily, Target, KernelSources, LaunchGeometry) are in
+/// core/kernel_family.h, which the autotuner shares.
 #pragma once
 #include <cstddef>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <utility>
-#include <vector>
 
-#include <nlohmann/json.hpp>
-
-struct CUstream_st;
+#include "core/kernel_family.h"
 
 namespace jit {
-
-using Json = nlohmann::json;
-using Stream = CUstream_st*;  ///< a CUstream / cudaStream_t; nullptr is the default stream
-
-/// What a variant is compiled for and pruned against.
-struct Target {
-  std::string arch;             ///< NVRTC target: "sm_90a", "sm_89", "sm_80", ...
-  int cc = 0;                   ///< compute capability as 10*major+minor (90, 89, ...)
-  int max_smem_per_block = 0;   ///< dynamic shared memory opt-in limit, bytes
-  int sm_count = 0;             ///< 0 when there is no device (offline compile)
-  std::string device_name;      ///< "" when offline
-};
 
 /// Target of an arch name with no device present (documented per-arch limits).
 /// Throws Error(InvalidArgument) for an arch cujit does not know.
@@ -62,44 +42,6 @@ std::string cache_directory();
 /// this, cache_directory() and every call that needs the cache throw
 /// Error(Cache) saying how to fix it.
 std::string cache_status();
-
-/// Kernel source files handed to NVRTC as named in-memory headers. `entry`
-/// names the translation unit; the others are what it #includes.
-struct KernelSources {
-  std::string entry;
-  std::vector<std::pair<std::string, std::string>> files;  ///< (include name, text)
-};
-
-struct Dim3 {
-  unsigned x = 1, y = 1, z = 1;
-};
-
-struct LaunchGeometry {
-  Dim3 grid;
-  Dim3 block;
-  unsigned smem_bytes = 0;  ///< dynamic shared memory
-};
-
-class KernelFamily {
- public:
-  virtual ~KernelFamily() = default;
-
-  virtual std::string name() const = 0;
-  virtual const KernelSources& sources() const = 0;
-  /// Every config worth considering for this spec (before pruning).
-  virtual std::vector<Json> config_space(const Json& spec) const = 0;
-  /// nullopt keeps the config; otherwise the reason it cannot run on target
-  /// (e.g. "needs 240 KiB of shared memory, sm_89 allows 99 KiB").
-  virtual std::optional<std::string> why_pruned(const Json& spec, const Json& config, const Target& target) const = 0;
-  /// The config used without tuning (a cheap heuristic; must not be pruned).
-  virtual Json default_config(const Json& spec, const Target& target) const = 0;
-  /// One name labels logs, cache entries, tuning records and benchmark rows.
-  virtual std::string variant_name(const Json& spec, const Json& config) const = 0;
-  /// The C++ expression NVRTC instantiates, e.g. "my_kernel<128, float>".
-  virtual std::string name_expression(const Json& spec, const Json& config) const = 0;
-  /// Extra NVRTC options (arch, language standard and -v are cujit's).
-  virtual std::vector<std::string> compile_options(const Json& spec, const Json& config) const;
-};
 
 /// A variant compiled and loaded in the current CUDA context.
 class Kernel {

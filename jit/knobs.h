@@ -15,7 +15,7 @@
 //   CUJIT_COMPILE_THREADS  how many NVRTC compiles a tuning run does at once: a positive integer;
 //                     default the CPUs this process may run on (its affinity mask, so taskset and
 //                     cpusets are honoured). Lower it when several processes tune at the same time
-//   CUJIT_SM90_TILE_ORDER  auto (default): the host's choice per shape (jit/sm90_tile_order.h)
+//   CUJIT_SM90_TILE_ORDER  auto (default): the host's choice per shape (jit/attention/sm90/tile_order.h)
 //                     | heads | rows: always that order of the sm90 kernel's tiles (for measuring)
 #pragma once
 #include <cstdint>

@@ -1,72 +1,47 @@
+// jit::time_on_stream: autotune's timing loop (autotune/timing.h) over CUDA
+// events on the caller's stream.
 #include "jit/timing.h"
 
-#include <algorithm>
 #include <utility>
-#include <vector>
 
-#include "autotune/selection.h"
 #include "jit/driver.h"
-#include "jit/tensor.h"
+#include "jit/timing_clock.h"
 
 namespace jit {
-namespace {
+namespace detail {
 
-class Event {
- public:
-  Event() { CUJIT_CU_CHECK(detail::driver().cuEventCreate(&event_, CU_EVENT_DEFAULT)); }
-  ~Event() {
-    if (event_) detail::driver().cuEventDestroy(event_);
+Event::Event() { CUJIT_CU_CHECK(driver().cuEventCreate(&event_, CU_EVENT_DEFAULT)); }
+Event::~Event() {
+  if (event_) driver().cuEventDestroy(event_);
+}
+Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
+
+CudaEventClock::CudaEventClock(Stream stream, bool flush_l2)
+    : stream_(reinterpret_cast<CUstream>(stream)), scrub_(flush_l2 ? std::size_t(256) << 20 : 0) {}
+
+void CudaEventClock::reserve(int count) {
+  while (int(starts_.size()) < count) {
+    starts_.emplace_back();
+    stops_.emplace_back();
   }
-  Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-  CUevent get() const { return event_; }
-
- private:
-  CUevent event_ = nullptr;
-};
-
-double elapsed_us(const Event& start, const Event& stop) {
+}
+void CudaEventClock::record_start(int pair) { CUJIT_CU_CHECK(driver().cuEventRecord(starts_[pair].get(), stream_)); }
+void CudaEventClock::record_stop(int pair) { CUJIT_CU_CHECK(driver().cuEventRecord(stops_[pair].get(), stream_)); }
+void CudaEventClock::wait(int pair) { CUJIT_CU_CHECK(driver().cuEventSynchronize(stops_[pair].get())); }
+double CudaEventClock::elapsed_us(int pair) {
   float ms = 0;
-  CUJIT_CU_CHECK(detail::driver().cuEventElapsedTime(&ms, start.get(), stop.get()));
+  CUJIT_CU_CHECK(driver().cuEventElapsedTime(&ms, starts_[pair].get(), stops_[pair].get()));
   return 1000.0 * ms;
 }
+void CudaEventClock::flush_l2() {
+  CUJIT_CU_CHECK(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(scrub_.data()), 0, scrub_.size(), stream_));
+}
 
-}  // namespace
+}  // namespace detail
 
 Timing time_on_stream(const std::function<void()>& fn, Stream stream, const TimingOptions& options) {
-  const detail::DriverApi& cu = detail::driver();
-  const auto s = reinterpret_cast<CUstream>(stream);
-  DeviceBuffer scrub(options.flush_l2 ? std::size_t(256) << 20 : 0);
-  auto flush = [&] {
-    if (options.flush_l2) CUJIT_CU_CHECK(cu.cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(scrub.data()), 0, scrub.size(), s));
-  };
-  for (int i = 0; i < options.warmup; ++i) fn();
-  // One timed run sizes the repetition count.
-  Event probe_start, probe_stop;
-  flush();
-  CUJIT_CU_CHECK(cu.cuEventRecord(probe_start.get(), s));
-  fn();
-  CUJIT_CU_CHECK(cu.cuEventRecord(probe_stop.get(), s));
-  CUJIT_CU_CHECK(cu.cuEventSynchronize(probe_stop.get()));
-  const double probe_ms = std::max(1e-3, elapsed_us(probe_start, probe_stop) / 1000.0);
-  const int reps = std::clamp(int(options.target_ms / probe_ms), options.min_reps, options.max_reps);
-
-  std::vector<Event> starts(reps), stops(reps);
-  for (int i = 0; i < reps; ++i) {
-    flush();
-    CUJIT_CU_CHECK(cu.cuEventRecord(starts[i].get(), s));
-    fn();
-    CUJIT_CU_CHECK(cu.cuEventRecord(stops[i].get(), s));
-  }
-  CUJIT_CU_CHECK(cu.cuEventSynchronize(stops[reps - 1].get()));
-  std::vector<double> samples;
-  for (int i = 0; i < reps; ++i) samples.push_back(elapsed_us(starts[i], stops[i]));
-  Timing t;
-  t.reps = reps;
-  t.min_us = *std::min_element(samples.begin(), samples.end());
-  t.median_us = autotune::median(std::move(samples));
-  return t;
+  detail::CudaEventClock clock(stream, options.flush_l2);
+  return autotune::time_runs(clock, fn, options);
 }
 
 }  // namespace jit

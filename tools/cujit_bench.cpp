@@ -1,6 +1,7 @@
-// cujit-bench: times jit::attention on the PERFORMANCE.md grid (the same
-// shapes as bench/peers.py), printing time, TFLOP/s and the chosen variant,
-// and writing CSV rows that bench/compare.py joins with the peers' CSV.
+// cujit-bench: times jit::attention on the standard grid (the shapes the peer
+// benchmark times, bench/run_compare.sh), printing time, TFLOP/s and the
+// chosen variant, and writing CSV rows that bench/compare.py joins with the
+// peers' CSV.
 // --host-overhead instead measures the host time of one jit::attention call
 // next to a bare launch of an empty kernel taking a parameter struct of the
 // same size. --latency times small shapes next to the floor of the timing
@@ -12,16 +13,12 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <vector>
 
-#include "attention/attn_params.h"
-#include "attention/sm90/attn_params_sm90.h"
-#include "autotune/prune.h"
-#include "jit/attention_family.h"
-#include "jit/attention_problem.h"
+#include "jit/attention_inspect.h"
 #include "jit/cujit.h"
-#include "jit/device.h"
-#include "jit/tensor_placement.h"
 #include "jit/timing.h"
 #include "jit/warmup.h"
 
@@ -79,11 +76,6 @@ template <int BYTES, int ALIGN>
 __global__ void bench_empty(const __grid_constant__ BenchParams<BYTES, ALIGN> p) {}
 )";
 
-template <std::size_t Bytes, std::size_t Align>
-struct alignas(Align) BenchParams {
-  unsigned char bytes[Bytes];
-};
-
 // Spec: {"bytes": N, "align": A}; one config.
 class EmptyKernelFamily final : public jit::KernelFamily {
  public:
@@ -128,28 +120,31 @@ double host_us_per_call(Call&& call, jit::Stream stream) {
   return per_call[kBatches / 2];
 }
 
-// The empty kernel taking a parameter struct shaped as `Params`, compiled (or
-// read from the cache) and loaded by the caller, outside any timing.
-// Kernel::launch checks that the kernel's parameter has sizeof(Params) bytes.
-template <class Params>
-const jit::Kernel& empty_kernel() {
-  using Blob = BenchParams<sizeof(Params), alignof(Params)>;
-  static_assert(sizeof(Blob) == sizeof(Params) && alignof(Blob) == alignof(Params));
+// The empty kernel taking a parameter struct shaped as `launch`'s (its size
+// and alignment), compiled (or read from the cache) and loaded by the caller,
+// outside any timing. Kernel::launch checks that the kernel's parameter has
+// that many bytes.
+const jit::Kernel& empty_kernel(const jit::AttentionLaunch& launch) {
   static const EmptyKernelFamily family;
-  const jit::Json spec = {{"bytes", sizeof(Params)}, {"align", alignof(Params)}};
+  const jit::Json spec = {{"bytes", launch.params_bytes}, {"align", launch.params_align}};
   return jit::get_kernel(family, spec, family.default_config(spec, jit::current_target()));
 }
 
-// The bare launch for kernels whose parameter struct is `Params`: grid of one
-// block per SM (as the persistent sm90 kernel), 128 threads, no shared memory.
-template <class Params>
-double bare_launch_us(jit::Stream stream) {
-  const jit::Kernel& kernel = empty_kernel<Params>();
+// Zero bytes for the empty kernel's parameter.
+std::vector<unsigned char> empty_params(const jit::AttentionLaunch& launch) {
+  return std::vector<unsigned char>(launch.params_bytes, 0);
+}
+
+// The bare launch for kernels whose parameter struct is `launch`'s: grid of
+// one block per SM (as the persistent sm90 kernel), 128 threads, no shared
+// memory.
+double bare_launch_us(const jit::AttentionLaunch& launch, jit::Stream stream) {
+  const jit::Kernel& kernel = empty_kernel(launch);
   jit::LaunchGeometry geometry;
   geometry.grid = {unsigned(std::max(1, jit::current_target().sm_count)), 1, 1};
   geometry.block = {128, 1, 1};
-  const BenchParams<sizeof(Params), alignof(Params)> params{};
-  return host_us_per_call([&] { kernel.launch(geometry, params, stream); }, stream);
+  const std::vector<unsigned char> params = empty_params(launch);
+  return host_us_per_call([&] { kernel.launch(geometry, params.data(), params.size(), stream); }, stream);
 }
 
 int run_host_overhead(const std::string& csv_path) {
@@ -181,17 +176,16 @@ int run_host_overhead(const std::string& csv_path) {
     jit::synchronize(stream);
     const double attention_us =
         host_us_per_call([&] { jit::attention(q, k, v, out, options); }, stream);
-    // The bare launch takes the parameter struct of the family that served the call.
-    const bool sm90 = plan.family == "attn_fwd_sm90";
-    const std::size_t params_bytes = sm90 ? sizeof(cujit::Sm90AttnParams) : sizeof(cujit::AttnParams);
-    const double bare_us = sm90 ? bare_launch_us<cujit::Sm90AttnParams>(stream) : bare_launch_us<cujit::AttnParams>(stream);
+    // The bare launch takes the parameter struct of the kernel that served the call.
+    const jit::AttentionLaunch launch = jit::attention_launches(q, k, v, out, options, plan.config).front();
+    const std::size_t params_bytes = launch.params_bytes;
+    const double bare_us = bare_launch_us(launch, stream);
     // Two parts of the overhead on their own: argument checks (no GPU) and the
     // check that every tensor is memory of the kernel's GPU (a driver query each).
-    const double validate_us = host_us_per_call(
-        [&] { (void)jit::detail::validate_attention(q, k, v, out, options); }, stream);
-    const double placement_us = host_us_per_call(
-        [&] { jit::detail::check_placement(q, k, v, out, nullptr, jit::detail::current_device()); },
-        stream);
+    const double validate_us =
+        host_us_per_call([&] { jit::check_attention_arguments(q, k, v, out, options); }, stream);
+    const double placement_us =
+        host_us_per_call([&] { jit::check_attention_placement(q, k, v, out, options); }, stream);
     fmt::print("{:3} {:3} {:6} {:4} {:2} {:>5} | {:12.2f} {:11.2f} {:11.2f} {:6} | {:11.2f} {:12.2f} | {}\n", s.batch,
                s.heads, s.seq, s.head_dim, int(s.causal), jit::to_string(s.dtype), attention_us, bare_us,
                attention_us - bare_us, params_bytes, validate_us, placement_us, plan.variant);
@@ -213,7 +207,7 @@ int run_host_overhead(const std::string& csv_path) {
 // (event, launch, event); the rest is the kernel's own work and its loads.
 
 // Small shapes' timing: many short repetitions, with or without the 256 MiB
-// scrub before each (as the grid and peers.py time).
+// scrub before each (as the grid and the peer benchmark time).
 jit::TimingOptions latency_timing(bool scrub_l2) {
   jit::TimingOptions timing;
   timing.warmup = 5;
@@ -224,11 +218,13 @@ jit::TimingOptions latency_timing(bool scrub_l2) {
   return timing;
 }
 
-template <class Params>
-double empty_kernel_us(const jit::LaunchGeometry& geometry, const jit::TimingOptions& timing) {
-  const jit::Kernel& kernel = empty_kernel<Params>();
-  const BenchParams<sizeof(Params), alignof(Params)> params{};
-  return jit::time_on_stream([&] { kernel.launch(geometry, params, nullptr); }, nullptr, timing).median_us;
+// The empty kernel with `launch`'s parameter struct, launched with `geometry`.
+double empty_kernel_us(const jit::AttentionLaunch& launch, const jit::LaunchGeometry& geometry,
+                       const jit::TimingOptions& timing) {
+  const jit::Kernel& kernel = empty_kernel(launch);
+  const std::vector<unsigned char> params = empty_params(launch);
+  return jit::time_on_stream([&] { kernel.launch(geometry, params.data(), params.size(), nullptr); }, nullptr, timing)
+      .median_us;
 }
 
 int run_latency(const std::string& csv_path) {
@@ -238,7 +234,7 @@ int run_latency(const std::string& csv_path) {
                                                    {32, 8, 128, 64, DType::f16, false}};
   const jit::Target target = jit::current_target();
   fmt::print("device: {} ({}), cache: {}\n", target.device_name, target.arch, jit::cache_directory());
-  fmt::print("event-timed medians in us; 'scrubbed': a 256 MiB memset before each run, as the grid and peers.py\n");
+  fmt::print("event-timed medians in us; 'scrubbed': a 256 MiB memset before each run, as the grid and the peer benchmark\n");
   fmt::print("{:>3} {:>3} {:>6} {:>4} | {:>9} {:>9} | {:>11} {:>14} | {:>22} | {}\n", "B", "H", "S", "D", "scrubbed",
              "warm L2", "empty 1 CTA", "empty, same", "launch (grid x block, smem)", "variant");
   std::ofstream csv;
@@ -258,17 +254,13 @@ int run_latency(const std::string& csv_path) {
     const double scrubbed_us = jit::time_on_stream(call, nullptr, scrubbed).median_us;
     const double warm_us = jit::time_on_stream(call, nullptr, warm).median_us;
     // The launch the call made: its family's plan for this problem and config.
-    const jit::detail::AttnProblem problem = jit::detail::validate_attention(q, k, v, out, options);
-    const jit::detail::AttentionFamily& family = jit::detail::attention_family_for(problem, target);
-    const jit::LaunchGeometry geometry = family.plan(problem, plan.config).geometry;
-    const bool sm90 = plan.family == "attn_fwd_sm90";
+    const jit::AttentionLaunch made = jit::attention_launches(q, k, v, out, options, plan.config).front();
+    const jit::LaunchGeometry& geometry = made.geometry;
     jit::LaunchGeometry one_cta;
     one_cta.grid = {1, 1, 1};
     one_cta.block = {128, 1, 1};
-    const double one_us = sm90 ? empty_kernel_us<cujit::Sm90AttnParams>(one_cta, scrubbed)
-                               : empty_kernel_us<cujit::AttnParams>(one_cta, scrubbed);
-    const double same_us = sm90 ? empty_kernel_us<cujit::Sm90AttnParams>(geometry, scrubbed)
-                                : empty_kernel_us<cujit::AttnParams>(geometry, scrubbed);
+    const double one_us = empty_kernel_us(made, one_cta, scrubbed);
+    const double same_us = empty_kernel_us(made, geometry, scrubbed);
     const std::string launch = fmt::format("{}x{}x{} x {}, {}", geometry.grid.x, geometry.grid.y, geometry.grid.z,
                                            geometry.block.x, geometry.smem_bytes);
     fmt::print("{:3} {:3} {:6} {:4} | {:9.2f} {:9.2f} | {:11.2f} {:14.2f} | {:>22} | {}\n", s.batch, s.heads, s.seq,
@@ -285,7 +277,7 @@ int run_latency(const std::string& csv_path) {
 
 // Every config the tuner would time for each small shape, scrubbed and warm:
 // the tuner times with whatever L2 state the repetitions leave (warm), the
-// grid and peers.py scrub before each run, and for a problem whose inputs fit
+// grid and the peer benchmark scrub before each run, and for a problem whose inputs fit
 // in L2 the two can rank configs differently.
 int run_latency_configs(const std::string& csv_path) {
   using jit::DType;
@@ -303,20 +295,15 @@ int run_latency_configs(const std::string& csv_path) {
   const jit::TimingOptions scrubbed = latency_timing(true), warm = latency_timing(false);
   for (const jit::AttentionShape& s : shapes) {
     const BenchTensors tensors = bench_tensors(s);
-    const jit::detail::AttnTensors views{tensors.q.view, tensors.k.view, tensors.v.view, tensors.out, nullptr};
-    const jit::detail::AttnProblem problem =
-        jit::detail::validate_attention(views.q, views.k, views.v, views.out, jit::AttentionOptions{});
-    const jit::detail::AttentionFamily& family = jit::detail::attention_family_for(problem, target);
-    const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
-    for (const jit::Json& config : jit::autotune::prune_space(family, spec, target).kept) {
-      const jit::Kernel& kernel = jit::get_kernel(family, spec, config);
-      const jit::detail::AttnLaunch plan = family.plan(problem, config);
-      const auto call = [&] { family.launch(kernel, plan, problem, views, nullptr); };
+    const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
+    const jit::AttentionOptions options;
+    for (const jit::AttentionPlan& candidate : jit::attention_candidates(q, k, v, out, options)) {
+      const std::function<void()> call = jit::attention_call_with_config(q, k, v, out, options, candidate.config);
       call();
       jit::synchronize(nullptr);
       const double scrubbed_us = jit::time_on_stream(call, nullptr, scrubbed).median_us;
       const double warm_us = jit::time_on_stream(call, nullptr, warm).median_us;
-      const std::string variant = family.variant_name(spec, config);
+      const std::string& variant = candidate.variant;
       fmt::print("{:3} {:3} {:6} {:4} | {:9.2f} {:9.2f} | {}\n", s.batch, s.heads, s.seq, s.head_dim, scrubbed_us,
                  warm_us, variant);
       std::fflush(stdout);
@@ -386,7 +373,7 @@ int main(int argc, char** argv) {
       timing.min_reps = 20;
       timing.max_reps = 200;
       timing.target_ms = 100;
-      timing.flush_l2 = true;  // as triton.testing.do_bench in peers.py
+      timing.flush_l2 = true;  // as the peer benchmark (triton.testing.do_bench) times
       const jit::Timing t = jit::time_on_stream([&] { jit::attention(q, k, v, out, options); }, nullptr, timing);
       const double flops = 4.0 * s.batch * s.heads * double(s.seq) * double(s.seq) * s.head_dim / (s.causal ? 2 : 1);
       const double tflops = flops / (t.median_us * 1e-6) / 1e12;

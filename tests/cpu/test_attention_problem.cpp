@@ -1,4 +1,4 @@
-// Tests for jit/attention_problem: argument validation, the kernel parameter
+// Tests for jit/attention/attention_problem: argument validation, the kernel parameter
 // struct and the tune-key bucket. The pointers are fake (never dereferenced),
 // so no GPU is needed.
 #include <gtest/gtest.h>
@@ -9,7 +9,7 @@
 #include <limits>
 #include <string>
 
-#include "jit/attention_problem.h"
+#include "jit/attention/attention_problem.h"
 #include "jit/error.h"
 #include "kernel_src/attention/attn_params.h"
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cache/cubin_store.h"
-#include "jit/attention_family.h"
+#include "jit/attention/families.h"
 #include "jit/binary_cache.h"
 #include "jit/kernel_family.h"
 #include "jit/nvrtc_compiler.h"

@@ -18,6 +18,7 @@
 #include "cache/maintenance.h"
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace jit::cache;
@@ -42,19 +43,13 @@ std::map<std::string, std::string> contents(const fs::path& root) {
   return out;
 }
 
-class ArchiveTest : public ::testing::Test {
+class ArchiveTest : public cujit_test::TempDirTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/cujit_archive_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    tmp_ = tmpl;
+    TempDirTest::SetUp();
     a_ = tmp_ / "a";
     b_ = tmp_ / "b";  // import target: does not exist until an import succeeds
     archive_ = tmp_ / "cache.cujit";
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
   }
 
   std::string add_cubin(const fs::path& root, const std::string& name, const std::string& arch) {
@@ -93,7 +88,7 @@ class ArchiveTest : public ::testing::Test {
     EXPECT_FALSE(fs::exists(b_)) << context << ": something was written";
   }
 
-  fs::path tmp_, a_, b_, archive_;
+  fs::path a_, b_, archive_;
   std::vector<std::string> keys_;
   std::vector<json> tune_keys_;
 };

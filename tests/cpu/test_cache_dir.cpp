@@ -13,30 +13,14 @@
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/sha256.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace jit::cache;
 
 namespace {
 
-class CacheDirTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/cujit_cache_dir_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    tmp_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    // Make everything removable again (a test may chmod things).
-    for (auto it = fs::recursive_directory_iterator(tmp_, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0700);
-    }
-    fs::remove_all(tmp_, ec);
-  }
-  fs::path tmp_;
-};
+using CacheDirTest = cujit_test::TempDirTest;
 
 // Sets/unsets an environment variable for one scope, restoring it afterwards.
 class EnvGuard {

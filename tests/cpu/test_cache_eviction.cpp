@@ -22,6 +22,7 @@
 #include "cache/tuning_db.h"
 #include "jit/error.h"
 #include "jit/knobs.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace jit::cache;
@@ -52,16 +53,11 @@ void spit(const fs::path& p, const std::string& s) {
   out << s;
 }
 
-class EvictionTest : public ::testing::Test {
+class EvictionTest : public cujit_test::TempDirTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/cujit_eviction_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
+    TempDirTest::SetUp();
+    root_ = tmp_;
   }
 
   // A cubin entry of about `payload` bytes whose last use is `mtime`.

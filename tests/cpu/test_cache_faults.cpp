@@ -48,11 +48,12 @@
 #include "cache/cubin_store.h"
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
-#include "jit/attention_family.h"
+#include "jit/attention/families.h"
 #include "jit/binary_cache.h"
 #include "jit/error.h"
 #include "jit/kernel_family.h"
 #include "row_softmax_family.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
@@ -385,16 +386,11 @@ TEST_F(CacheFault, WriteFailingMidFileLikeAFullDiskStillReturnsTheBinary) {
 // Tuning records (cache layer): malformed JSON and records for another device
 // are misses, never exceptions.
 
-class TuningDbFault : public ::testing::Test {
+class TuningDbFault : public cujit_test::TempDirTest {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/cujit-tuning-fault-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    root_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
+    TempDirTest::SetUp();
+    root_ = tmp_;
   }
   // A tune key as choose_config builds it.
   static Json tune_key(const std::string& device, const std::string& arch = "sm_80") {
@@ -556,19 +552,11 @@ std::size_t count_lines_with(const std::string& text, std::string_view needle) {
   return n;
 }
 
-class FreshProcess : public ::testing::Test {
+class FreshProcess : public cujit_test::TempDirTest {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/cujit-fault-child-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    work_ = pattern;
-  }
-  void TearDown() override {
-    std::error_code ignored;
-    for (const auto& e : fs::recursive_directory_iterator(work_, ignored)) {
-      if (e.is_directory(ignored) && !e.is_symlink(ignored)) ::chmod(e.path().c_str(), 0700);
-    }
-    fs::remove_all(work_, ignored);
+    TempDirTest::SetUp();
+    work_ = tmp_;
   }
   // Runs the child and checks that it exited 0 with an "ok" verdict.
   ChildOutcome expect_child_ok(const std::string& mode, const std::vector<std::string>& env) {

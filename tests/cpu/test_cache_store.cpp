@@ -11,6 +11,7 @@
 #include "cache/cache_error.h"
 #include "cache/cubin_store.h"
 #include "cache/sha256.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace jit::cache;
@@ -18,19 +19,7 @@ using nlohmann::json;
 
 namespace {
 
-class CubinStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/cujit_cubin_store_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    tmp_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
-  }
-  fs::path tmp_;
-};
+using CubinStoreTest = cujit_test::TempDirTest;
 
 const std::string kKey = sha256_hex("variant-a");
 const std::string kOtherKey = sha256_hex("variant-b");

@@ -3,7 +3,7 @@
 // that is cached loads without compiling.
 #include <gtest/gtest.h>
 
-#include "jit/attention_family.h"
+#include "jit/attention/families.h"
 #include "jit/binary_cache.h"
 #include "jit/error.h"
 #include "jit/knobs.h"

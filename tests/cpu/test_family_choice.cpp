@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "jit/attention_family.h"
+#include "jit/attention/families.h"
 #include "jit/error.h"
 
 namespace {
@@ -57,6 +57,42 @@ TEST_F(FamilyChoice, NoFamilyIsUnsupportedAndSaysWhatIs) {
   } catch (const jit::Error& e) {
     EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported);
     EXPECT_NE(std::string(e.what()).find("64, 128, 256"), std::string::npos) << e.what();
+  }
+}
+
+// The registry: fastest first, each family's head dims from
+// kernel_src/attention/head_dims.h, and what a forced family needs said the
+// way CUJIT_FAMILY's error says it.
+TEST(FamilyRegistry, FastestFirstWithTheKernelsHeadDims) {
+  const auto& families = jit::detail::attention_families();
+  ASSERT_EQ(families.size(), 2u);
+  EXPECT_EQ(families[0].family, &jit::detail::sm90_attention_family());
+  EXPECT_EQ(families[1].family, &jit::detail::portable_attention_family());
+  EXPECT_EQ(jit::detail::head_dims_text(families[0].head_dims), "64, 128, 256");
+  EXPECT_EQ(jit::detail::head_dims_text(families[1].head_dims), "64, 128");
+  EXPECT_TRUE(families[0].runs_on(jit::offline_target("sm_90a")));
+  EXPECT_FALSE(families[0].runs_on(jit::offline_target("sm_89")));
+  EXPECT_TRUE(families[1].runs_on(jit::offline_target("sm_80")));
+}
+
+TEST(FamilyRegistry, ForcedSm90SaysWhatItNeeds) {
+  const jit::detail::FamilyRegistration sm90 = jit::detail::attention_families().front();
+  ASSERT_NE(sm90.requirements, nullptr);
+  EXPECT_EQ(sm90.requirements(problem(96), jit::offline_target("sm_89")),
+            "an sm_90a GPU (this is sm_89) and head dim 64, 128 or 256 (this is 96)");
+  EXPECT_EQ(jit::detail::attention_families().back().requirements, nullptr);  // portable: the common error
+}
+
+TEST_F(FamilyChoice, EveryHeadDimOfTheListIsServedAndNoOther) {
+  for (int d = 16; d <= 512; d += 16) {
+    const bool listed = cujit::kSm90HeadDims.contains(d);
+    bool served = true;
+    try {
+      jit::detail::attention_family_for(problem(d), jit::offline_target("sm_90a"));
+    } catch (const jit::Error&) {
+      served = false;
+    }
+    EXPECT_EQ(served, listed) << "d" << d;
   }
 }
 

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "autotune/prune.h"
-#include "jit/attention_family.h"
+#include "jit/attention/families.h"
 #include "jit/kernel_family.h"
 #include "jit/nvrtc_compiler.h"
 
@@ -28,22 +28,18 @@ std::vector<CompileCase> all_cases() {
 #else
   const char* dtypes[] = {"f16"};
 #endif
-  struct Served {
-    const jit::KernelFamily& family;
-    std::vector<int> head_dims;
-  };
-  const Served families[] = {{jit::detail::portable_attention_family(), {64, 128}},
-                             {jit::detail::sm90_attention_family(), {64, 128, 256}}};
-  for (const Served& served : families) {
+  // Every registered family, each head dim it is instantiated for.
+  for (const jit::detail::FamilyRegistration& served : jit::detail::attention_families()) {
     for (const char* arch : {"sm_90a", "sm_89", "sm_80"}) {
       for (const char* dtype : dtypes) {
-        for (int d : served.head_dims) {
+        for (int i = 0; i < served.head_dims.count; ++i) {
+          const int d = served.head_dims.values[i];
           for (bool causal : {false, true}) {
             const jit::Json spec = {{"dtype", dtype}, {"d", d}, {"causal", causal}};
             const jit::Target target = jit::offline_target(arch);
-            for (const jit::Json& config : jit::autotune::prune_space(served.family, spec, target).kept) {
-              std::string name = arch + std::string("_") + served.family.variant_name(spec, config);
-              cases.push_back({&served.family, arch, spec, config, name});
+            for (const jit::Json& config : jit::autotune::prune_space(*served.family, spec, target).kept) {
+              std::string name = arch + std::string("_") + served.family->variant_name(spec, config);
+              cases.push_back({served.family, arch, spec, config, name});
             }
           }
         }

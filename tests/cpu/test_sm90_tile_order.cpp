@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "jit/sm90_tile_order.h"
+#include "jit/attention/sm90/tile_order.h"
 
 namespace {
 

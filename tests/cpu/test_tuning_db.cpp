@@ -9,6 +9,7 @@
 #include "cache/cache_error.h"
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
+#include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
 using namespace jit::cache;
@@ -16,19 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-class TuningDbTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/cujit_tuning_db_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    tmp_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(tmp_, ec);
-  }
-  fs::path tmp_;
-};
+using TuningDbTest = cujit_test::TempDirTest;
 
 void spit(const fs::path& p, const std::string& s) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);

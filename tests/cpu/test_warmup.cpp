@@ -10,7 +10,7 @@
 
 #include "autotune/prune.h"
 #include "cache/cubin_store.h"
-#include "jit/attention_family.h"
+#include "jit/attention/families.h"
 #include "jit/binary_cache.h"
 #include "jit/error.h"
 #include "jit/kernel_family.h"

@@ -14,8 +14,11 @@
 namespace cujit_test {
 
 std::vector<const jit::detail::AttentionFamily*> families_here() {
-  std::vector<const jit::detail::AttentionFamily*> families = {&jit::detail::portable_attention_family()};
-  if (jit::current_target().arch == "sm_90a") families.push_back(&jit::detail::sm90_attention_family());
+  const jit::Target target = jit::current_target();
+  std::vector<const jit::detail::AttentionFamily*> families;
+  for (const jit::detail::FamilyRegistration& r : jit::detail::attention_families()) {
+    if (r.runs_on(target)) families.push_back(r.family);
+  }
   return families;
 }
 
@@ -49,7 +52,7 @@ int expect_every_config_matches(const jit::detail::AttnProblem& problem, const T
                                 const TestTensor& v, TestTensor& out, jit::DeviceBuffer& lse,
                                 const ReferenceProblem& reference, const ReferenceResult& expected) {
   const jit::Target target = jit::current_target();
-  const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
+  const jit::Json spec = jit::detail::spec_of(problem);
   int configs = 0;
   for (const auto* family : families_here()) {
     if (!family->supports(problem, target)) continue;
@@ -57,11 +60,10 @@ int expect_every_config_matches(const jit::detail::AttnProblem& problem, const T
     load_all(*family, spec, kept);
     for (const jit::Json& config : kept) {
       SCOPED_TRACE(family->variant_name(spec, config));
-      const jit::Kernel& kernel = jit::get_kernel(*family, spec, config);
-      const jit::detail::AttnLaunch plan = family->plan(problem, config);
+      const jit::detail::AttnPlan plan = jit::detail::load_plan(*family, problem, config, target);
       poison(out.buffer.data(), out.buffer.size());
       poison(lse.data(), lse.size());
-      family->launch(kernel, plan, problem, {q.view, k.view, v.view, out.view, static_cast<float*>(lse.data())},
+      family->launch(plan, problem, {q.view, k.view, v.view, out.view, static_cast<float*>(lse.data())}, nullptr,
                      nullptr);
       synchronize();
       expect_output_matches(gather_logical(download_storage(out), out.view), expected, reference);

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "gpu_test_support.h"
-#include "jit/attention_family.h"
-#include "jit/attention_problem.h"
+#include "jit/attention/families.h"
+#include "jit/attention/attention_problem.h"
 #include "jit/kernel_family.h"
 #include "reference_attention.h"
 

@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention_check.h"
@@ -285,6 +286,29 @@ TEST_F(GpuTest, LibraryAllocatedOutputIsContiguousAndCorrect) {
 bool same_stats(const jit::Stats& a, const jit::Stats& b) {
   return a.nvrtc_compiles == b.nvrtc_compiles && a.disk_cache_hits == b.disk_cache_hits &&
          a.tuning_runs == b.tuning_runs && a.tuning_db_hits == b.tuning_db_hits;
+}
+
+// Top-left and bottom-right calls of one shape (Sq != Sk) in one process:
+// the two alignments are different problems to the hot path's shape cache
+// (the sm90 plan's tile order depends on the alignment), and each call is
+// checked against the reference, in both orders of first use.
+TEST_F(GpuTest, BothCausalAlignmentsOfOneShapeInOneProcess) {
+  TestRng rng;
+  for (const auto& [seq_q, seq_k] : {std::pair<std::int64_t, std::int64_t>{512, 2048}, {2048, 512}, {1024, 4096}}) {
+    for (const Mask first : {Mask::top_left, Mask::bottom_right}) {
+      const Mask second = first == Mask::top_left ? Mask::bottom_right : Mask::top_left;
+      for (const Mask mask : {first, second, first}) {
+        AttnCase c;
+        c.heads_q = c.heads_kv = 2;
+        c.seq_q = seq_q;
+        c.seq_k = seq_k;
+        c.head_dim = 64;
+        c.mask = mask;
+        SCOPED_TRACE(case_name(c));
+        run_and_check(c, rng);
+      }
+    }
+  }
 }
 
 TEST_F(GpuTest, EmptyProblemIsANoOp) {

@@ -8,14 +8,15 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "attention_check.h"
 #include "family_configs.h"
 #include "gpu_test_support.h"
-#include "jit/attention_family.h"
-#include "jit/attention_problem.h"
+#include "jit/attention/family_registry.h"
+#include "jit/attention/attention_problem.h"
 #include "jit/kernel_family.h"
 
 namespace cujit_test {
@@ -57,12 +58,12 @@ int launches_per_config() {
 // returns the first launch's output.
 std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFamily& family, const jit::Json& spec,
                                                  const jit::Json& config, Inputs& in, int launches) {
-  const jit::Kernel& kernel = jit::get_kernel(family, spec, config);
-  const jit::detail::AttnLaunch plan = family.plan(in.problem, config);
+  const jit::detail::AttnPlan plan = jit::detail::load_plan(family, in.problem, config, jit::current_target());
+  const std::string variant = family.variant_name(spec, config);
   std::vector<std::uint16_t> first;
   for (int i = 0; i < launches; ++i) {
     poison(in.out.buffer.data(), in.out.buffer.size());
-    family.launch(kernel, plan, in.problem, {in.q.view, in.k.view, in.v.view, in.out.view, nullptr}, nullptr);
+    family.launch(plan, in.problem, {in.q.view, in.k.view, in.v.view, in.out.view, nullptr}, nullptr, nullptr);
     synchronize();
     std::vector<std::uint16_t> bits = download_storage(in.out);
     if (i == 0) {
@@ -71,7 +72,7 @@ std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFam
     }
     std::size_t differing = 0;
     for (std::size_t e = 0; e < bits.size(); ++e) differing += bits[e] != first[e];
-    EXPECT_EQ(differing, 0u) << kernel.variant() << ": launch " << i << " differs from launch 0 in " << differing
+    EXPECT_EQ(differing, 0u) << variant << ": launch " << i << " differs from launch 0 in " << differing
                              << " of " << bits.size() << " elements";
     if (differing != 0) break;
   }
@@ -89,7 +90,7 @@ TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) 
   const jit::Target target = jit::current_target();
   const int launches = launches_per_config();
   Inputs in = make_inputs(dtype, head_dim, causal, rng);
-  const jit::Json spec = jit::detail::AttentionFamily::spec_of(in.problem);
+  const jit::Json spec = jit::detail::spec_of(in.problem);
   std::vector<const jit::detail::AttentionFamily*> serving;
   for (const auto* family : families_here()) {
     if (family->supports(in.problem, target)) serving.push_back(family);

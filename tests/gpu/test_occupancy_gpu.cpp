@@ -7,7 +7,7 @@
 
 #include "family_configs.h"
 #include "gpu_test_support.h"
-#include "jit/attention_family.h"
+#include "jit/attention/families.h"
 #include "jit/kernel_family.h"
 
 namespace cujit_test {
@@ -28,16 +28,16 @@ TEST(Occupancy, EverySm90ConfigHasTheCtasPerSmItsGridAssumes) {
       problem.head_dim = head_dim;
       problem.causal = causal;
       problem.scale = 0.125f;
-      const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
+      const jit::Json spec = jit::detail::spec_of(problem);
       const std::vector<jit::Json> configs = kept_configs(family, spec);
       load_all(family, spec, configs);
       for (const jit::Json& config : configs) {
-        const jit::detail::AttnLaunch plan = family.plan(problem, config);
-        const int assumed = int((plan.geometry.grid.x + target.sm_count - 1) / target.sm_count);
+        const jit::LaunchGeometry geometry = family.plan(problem, config, target).steps[0].geometry;
+        const int assumed = int((geometry.grid.x + target.sm_count - 1) / target.sm_count);
         const jit::Kernel& kernel = jit::get_kernel(family, spec, config);
-        EXPECT_GE(kernel.resident_ctas_per_sm(plan.geometry), assumed)
-            << kernel.variant() << ": a grid of " << plan.geometry.grid.x << " CTAs of " << plan.geometry.block.x
-            << " threads and " << plan.geometry.smem_bytes << " bytes of shared memory on " << target.sm_count
+        EXPECT_GE(kernel.resident_ctas_per_sm(geometry), assumed)
+            << kernel.variant() << ": a grid of " << geometry.grid.x << " CTAs of " << geometry.block.x
+            << " threads and " << geometry.smem_bytes << " bytes of shared memory on " << target.sm_count
             << " SMs";
         shared_sm_configs += assumed > 1;
       }

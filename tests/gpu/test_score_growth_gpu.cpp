@@ -14,7 +14,7 @@
 #include "attention_check.h"
 #include "family_configs.h"
 #include "gpu_test_support.h"
-#include "jit/attention_problem.h"
+#include "jit/attention/attention_problem.h"
 
 namespace cujit_test {
 namespace {

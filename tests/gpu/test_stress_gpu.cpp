@@ -56,8 +56,8 @@
 #include "cache/maintenance.h"
 #include "cache/sha256.h"
 #include "gpu_test_support.h"
-#include "jit/attention_family.h"
-#include "jit/attention_problem.h"
+#include "jit/attention/family_registry.h"
+#include "jit/attention/attention_problem.h"
 #include "jit/cujit.h"
 #include "jit/driver.h"
 
@@ -221,7 +221,7 @@ std::set<std::string> allowed_variants(const std::vector<jit::detail::AttnProble
   std::set<std::string> names;
   for (const jit::detail::AttnProblem& problem : problems) {
     const auto& family = jit::detail::attention_family_for(problem, target);
-    const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
+    const jit::Json spec = jit::detail::spec_of(problem);
     names.insert(family.variant_name(spec, family.default_config(spec, target)));
     if (!tuning) continue;
     for (const jit::Json& config : jit::autotune::prune_space(family, spec, target).kept) {
@@ -458,7 +458,7 @@ std::string digest_lines(bool check) {
     const jit::AttentionOptions options = options_for(c, static_cast<float*>(lse.data()));
     const jit::detail::AttnProblem problem =
         jit::detail::validate_attention(in.dq.view, in.dk.view, in.dv.view, out.view, options);
-    const jit::Json spec = jit::detail::AttentionFamily::spec_of(problem);
+    const jit::Json spec = jit::detail::spec_of(problem);
     std::optional<ReferenceResult> ref;
     const ReferenceProblem p = reference_problem(c);
     if (check) ref = reference_attention(p, in.q, in.k, in.v);
@@ -470,8 +470,9 @@ std::string digest_lines(bool check) {
         SCOPED_TRACE(family->variant_name(spec, config));
         poison(out.buffer.data(), out.buffer.size());
         poison(lse.data(), lse.size());
-        family->launch(jit::get_kernel(*family, spec, config), family->plan(problem, config), problem,
-                       {in.dq.view, in.dk.view, in.dv.view, out.view, static_cast<float*>(lse.data())}, nullptr);
+        family->launch(jit::detail::load_plan(*family, problem, config, jit::current_target()), problem,
+                       {in.dq.view, in.dk.view, in.dv.view, out.view, static_cast<float*>(lse.data())}, nullptr,
+                       nullptr);
         synchronize();
         const std::vector<std::uint16_t> o_bits = download_storage(out);
         const std::vector<float> lse_values = download_f32(lse.data(), lse_count);

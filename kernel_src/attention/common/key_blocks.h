@@ -1,6 +1,6 @@
 // Which key blocks a query tile visits, and from which block on they need a
 // mask: one function for the kernels (sm90, portable) and the host's
-// estimate of a tile's work (jit/sm90_tile_order.cpp). Plain constexpr C++,
+// estimate of a tile's work (jit/attention/sm90/tile_order.cpp). Plain constexpr C++,
 // no includes beyond host_device.h, so NVRTC and the host both take it.
 #pragma once
 #include "common/host_device.h"

@@ -11,7 +11,7 @@ struct Tile {
 
 // The tile at a position of the CTAs' walk: with tiles_by_rows, one m-block
 // of every (batch, head) after another, else the m-blocks of one (batch,
-// head) together, sharing its K/V in L2 (jit/sm90_tile_order.h says when the
+// head) together, sharing its K/V in L2 (jit/attention/sm90/tile_order.h says when the
 // host picks which). Causal tiles run longest (last m-block) first.
 template <bool CAUSAL>
 __device__ __forceinline__ Tile tile_at(int index, const Sm90AttnParams& p) {

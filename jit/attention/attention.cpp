@@ -1,22 +1,22 @@
 // jit::attention: validate -> device -> family -> tune key -> config ->
-// kernel -> launch (ARCHITECTURE.md, "One call, end to end").
+// plan -> launch (docs/architecture.md, "The call path").
 #include "jit/attention.h"
 
 #include <mutex>
 #include <unordered_map>
 
-#include "jit/attention_family.h"
-#include "jit/attention_problem.h"
+#include "jit/attention/attention_problem.h"
+#include "jit/attention/family_registry.h"
+#include "jit/attention/shape_key.h"
+#include "jit/attention/tensor_placement.h"
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/error.h"
-#include "jit/tensor_placement.h"
 
 namespace jit {
 namespace {
 
 struct Prepared {
-  detail::AttnProblem problem;
   const detail::AttentionFamily* family = nullptr;
   Json spec;
   Json config;
@@ -24,12 +24,10 @@ struct Prepared {
 
 // Steps 3-5 for a validated, non-empty problem.
 Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
-                 Stream stream) {
+                 Stream stream, const Target& target) {
   Prepared p;
-  p.problem = problem;
-  const detail::DeviceInfo& device = detail::current_device();
-  p.family = &detail::attention_family_for(problem, device.target);
-  p.spec = detail::AttentionFamily::spec_of(problem);
+  p.family = &detail::attention_family_for(problem, target);
+  p.spec = detail::spec_of(problem);
   const detail::AttentionFamily& family = *p.family;
   // Candidates are timed on the caller's inputs but write to a scratch
   // output, never to `out` or the caller's LSE.
@@ -40,54 +38,39 @@ Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const 
       scratch_out.emplace(std::size_t(q.numel()) * element_size(q.dtype));
       scratch_view = TensorView::bhsd(scratch_out->data(), q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
     }
-    family.launch(kernel, family.plan(problem, config), problem, {q, k, v, scratch_view, nullptr}, s);
+    detail::AttnPlan plan = family.plan(problem, config, target);
+    for (int i = 0; i < plan.step_count; ++i) plan.steps[i].kernel = &kernel;
+    family.launch(plan, problem, {q, k, v, scratch_view, nullptr}, nullptr, s);
   };
   p.config = choose_config(family, p.spec, detail::attention_bucket(problem), run, stream);
   return p;
 }
 
-// The hot path: the kernel and launch geometry of an exact problem shape seen
-// before on this context, so a repeated call skips tune-key hashing and JSON.
-struct ShapeKey {
-  CUcontext context;
-  detail::AttnProblem problem;
-  bool operator==(const ShapeKey& o) const {
-    const auto& a = problem;
-    const auto& b = o.problem;
-    return context == o.context && a.batch == b.batch && a.heads_q == b.heads_q && a.heads_kv == b.heads_kv &&
-           a.seq_q == b.seq_q && a.seq_k == b.seq_k && a.head_dim == b.head_dim && a.dtype == b.dtype &&
-           a.causal == b.causal;
-  }
-};
-struct ShapeKeyHash {
-  std::size_t operator()(const ShapeKey& k) const {
-    const auto& p = k.problem;
-    std::size_t h = std::hash<const void*>()(k.context);
-    for (std::int64_t v : {p.batch, p.heads_q, p.heads_kv, p.seq_q, p.seq_k, p.head_dim, std::int64_t(p.dtype),
-                           std::int64_t(p.causal)}) {
-      h = h * 1000003u ^ std::hash<std::int64_t>()(v);
-    }
-    return h;
-  }
-};
+// The hot path: the plan (kernels, launch geometry, scheduler facts) of an
+// exact problem seen before on this context (detail::ShapeKey), so a repeated
+// call skips tune-key hashing and JSON.
 struct Launchable {
   const detail::AttentionFamily* family;
-  const Kernel* kernel;
-  detail::AttnLaunch launch;
+  detail::AttnPlan plan;
 };
 
 Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
                           const TensorView& v, Stream stream, const detail::DeviceInfo& device) {
   constexpr std::size_t kMaxShapes = 4096;  // varying lengths must not grow it without bound
   static std::mutex mutex;
-  static std::unordered_map<ShapeKey, Launchable, ShapeKeyHash> shapes;
-  const ShapeKey key{device.context, problem};
+  static std::unordered_map<detail::ShapeKey, Launchable, detail::ShapeKeyHash> shapes;
+  const detail::ShapeKey key{device.context, problem};
   {
     std::lock_guard lock(mutex);
     if (auto it = shapes.find(key); it != shapes.end()) return it->second;
   }
-  const Prepared p = prepare(problem, q, k, v, stream);
-  const Launchable launchable{p.family, &get_kernel(*p.family, p.spec, p.config), p.family->plan(problem, p.config)};
+  const Prepared p = prepare(problem, q, k, v, stream, device.target);
+  const Launchable launchable{p.family, detail::load_plan(*p.family, problem, p.config, device.target)};
+  if (launchable.plan.workspace_bytes != 0) {
+    // No shipped family needs one yet; the library's workspace comes with
+    // the first that does.
+    throw Error(ErrorCode::Internal, "the attention plan needs a workspace, which jit::attention does not supply");
+  }
   // A config chosen during graph capture was not tuned: do not pin it.
   if (detail::stream_is_capturing(stream)) return launchable;
   std::lock_guard lock(mutex);
@@ -105,7 +88,7 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, k, v, out, options.lse, device);
   const Launchable l = launchable_for(problem, q, k, v, options.stream, device);
-  l.family->launch(*l.kernel, l.launch, problem, {q, k, v, out, options.lse}, options.stream);
+  l.family->launch(l.plan, problem, {q, k, v, out, options.lse}, nullptr, options.stream);
 }
 
 DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -126,8 +109,9 @@ AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const Ten
                              const AttentionOptions& options) {
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
   if (problem.empty()) return {};
-  detail::check_placement(q, k, v, out, options.lse, detail::current_device());
-  const Prepared p = prepare(problem, q, k, v, options.stream);
+  const detail::DeviceInfo& device = detail::current_device();
+  detail::check_placement(q, k, v, out, options.lse, device);
+  const Prepared p = prepare(problem, q, k, v, options.stream, device.target);
   return {p.family->name(), p.family->variant_name(p.spec, p.config), p.config};
 }
 

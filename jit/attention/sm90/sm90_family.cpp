@@ -1,15 +1,15 @@
 // The Hopper attention family: kernel_src/attention/sm90/.
+#include "jit/attention/sm90/sm90_family.h"
+
 #include <fmt/format.h>
 
 #include <array>
 #include <cstring>
 
-#include "jit/attention_family.h"
-#include "jit/device.h"
+#include "jit/attention/sm90/tile_order.h"
 #include "jit/driver.h"
 #include "jit/error.h"
-#include "jit/knobs.h"
-#include "jit/sm90_tile_order.h"
+#include "kernel_src/attention/head_dims.h"
 #include "kernel_src/attention/sm90/attn_params_sm90.h"
 #include "kernel_src/attention/sm90/smem_layout.h"
 
@@ -25,7 +25,6 @@ void from_json(const Json& j, Sm90Config& c) {
   j.at("bn").get_to(c.bn);
   j.at("stages").get_to(c.stages);
 }
-
 
 constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
   return cujit::sm90::SmemLayout(head_dim, c.bm, c.bn, c.stages);
@@ -52,22 +51,22 @@ static_assert(estimated_registers(64, default_sm90_config(64, false)) <= cujit::
 static_assert(layout_of(64, default_sm90_config(64, false)).bytes <= cujit::sm90::kMaxSmemOptIn);
 static_assert(layout_of(64, default_sm90_config(64, false)).q_buffers == 2);
 
-TileOrder tile_order(const AttnProblem& problem, const Sm90Config& c, int ctas) {
-  switch (knobs().tile_order) {
-    case TileOrderChoice::heads_first: return TileOrder::heads_first;
-    case TileOrderChoice::rows_first: return TileOrder::rows_first;
-    case TileOrderChoice::automatic: break;
-  }
-  return choose_tile_order({problem.seq_q, problem.seq_k, problem.batch * problem.heads_q, problem.causal_offset,
-                            problem.causal, c.bm, c.bn, ctas});
-}
+// What a launch's parameters need beyond the tensors: the scheduler's tile
+// counts, order and divisors, computed once per plan.
+struct Sm90StepData {
+  int block_n;
+  int m_blocks;     // ceil(seq_q / BM)
+  int total_tiles;  // m_blocks * heads_q * batch
+  int tiles_by_rows;
+  cujit::FastDivisor tile_divisor, head_divisor;
+};
 
 // A 4-D TMA map over (D, S, H, B) of a [B, H, S, D] view, boxes of (64, rows).
 // A dimension of extent 1 may have any stride in the view; TMA wants a
 // 16-byte multiple, so it gets the dense one (it is never stepped).
 cujit::TmaDescriptor tensor_map(const TensorView& t, int box_rows) {
   const std::int64_t b = t.shape[0], h = t.shape[1], s = t.shape[2], d = t.shape[3];
-  const cuuint64_t element = 2;
+  const cuuint64_t element = element_size(t.dtype);
   cuuint64_t dims[4] = {cuuint64_t(d), cuuint64_t(s), cuuint64_t(h), cuuint64_t(b)};
   cuuint64_t strides[3];
   const std::int64_t extent[3] = {s, h, b};
@@ -117,14 +116,14 @@ cujit::TmaDescriptor cached_tensor_map(const TensorView& t, int box_rows) {
   return e.map;
 }
 
-class Sm90AttentionFamily final : public AttentionFamily {
+class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
  public:
   std::string name() const override { return "attn_fwd_sm90"; }
 
   const KernelSources& sources() const override { return attention_sources("attention/sm90/attn_fwd_sm90.cu"); }
 
-  std::vector<Json> config_space(const Json&) const override {
-    std::vector<Json> space;
+  std::vector<Sm90Config> typed_config_space(const AttnSpec&) const override {
+    std::vector<Sm90Config> space;
     for (int bm : {128, 192})
       for (int bn : {64, 80, 96, 128, 176})
         for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
@@ -137,96 +136,101 @@ class Sm90AttentionFamily final : public AttentionFamily {
     return space;
   }
 
-  std::optional<std::string> why_pruned(const Json& spec_json, const Json& config,
-                                        const Target& target) const override {
-    const Spec s = spec_from(spec_json);
-    const auto c = config.get<Sm90Config>();
-    if (target.arch != "sm_90a") return fmt::format("wgmma and TMA need sm_90a, the target is {}", target.arch);
+  std::optional<std::string> typed_why_pruned(const AttnSpec& s, const Sm90Config& c,
+                                              const Target& target) const override {
+    if (!runs_on(target)) return fmt::format("wgmma and TMA need sm_90a, the target is {}", target.arch);
     // Mirrors the static_asserts at the top of attn_fwd_sm90.
-    if (s.d != 64 && s.d != 128 && s.d != 256) return fmt::format("head dim {} is not 64, 128 or 256", s.d);
+    if (!cujit::kSm90HeadDims.contains(s.head_dim)) {
+      return fmt::format("head dim {} is not {}", s.head_dim, head_dims_text(cujit::kSm90HeadDims, " or "));
+    }
     if (c.bm != 64 && c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 1 to 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
-    if (const int smem = layout_of(s.d, c).bytes; smem > target.max_smem_per_block) {
+    if (const int smem = layout_of(s.head_dim, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
     } else if (const int budget = cujit::sm90::smem_budget(c.bm); smem > budget) {
       return fmt::format("needs {} bytes of shared memory, {} CTAs per SM leave {} each: lower BN or STAGES", smem,
                          cujit::sm90::ctas_per_sm(c.bm), budget);
     }
-    if (const int regs = estimated_registers(s.d, c); regs > cujit::sm90::consumer_registers(c.bm)) {
+    if (const int regs = estimated_registers(s.head_dim, c); regs > cujit::sm90::consumer_registers(c.bm)) {
       return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
                          c.bm / 64, cujit::sm90::consumer_registers(c.bm));
     }
     return std::nullopt;
   }
 
-  Json default_config(const Json& spec_json, const Target&) const override {
-    const Spec s = spec_from(spec_json);
-    return default_sm90_config(s.d, s.causal);
+  Sm90Config typed_default_config(const AttnSpec& s, const Target&) const override {
+    return default_sm90_config(s.head_dim, s.causal);
   }
 
-  std::string variant_name(const Json& spec_json, const Json& config) const override {
-    const Spec s = spec_from(spec_json);
-    const auto c = config.get<Sm90Config>();
-    return fmt::format("attn_fwd_sm90_d{}_{}{}_bm{}_bn{}_st{}", s.d, s.dtype, s.causal ? "_causal" : "", c.bm, c.bn,
-                       c.stages);
+  std::string typed_variant_name(const AttnSpec& s, const Sm90Config& c) const override {
+    return fmt::format("attn_fwd_sm90_d{}_{}{}_bm{}_bn{}_st{}", s.head_dim, kernel_dtype_name(s.dtype),
+                       s.causal ? "_causal" : "", c.bm, c.bn, c.stages);
   }
 
-  std::string name_expression(const Json& spec_json, const Json& config) const override {
-    const Spec s = spec_from(spec_json);
-    const auto c = config.get<Sm90Config>();
-    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}>", s.d, c.bm, c.bn, c.stages, s.dtype,
-                       s.causal ? "true" : "false");
+  std::string typed_name_expression(const AttnSpec& s, const Sm90Config& c) const override {
+    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}>", s.head_dim, c.bm, c.bn, c.stages,
+                       kernel_dtype_name(s.dtype), s.causal ? "true" : "false");
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {
     // TMA coordinates are 32-bit.
     const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
-    return target.arch == "sm_90a" && fits &&
-           (problem.head_dim == 64 || problem.head_dim == 128 || problem.head_dim == 256);
+    return runs_on(target) && fits && cujit::kSm90HeadDims.contains(int(problem.head_dim));
   }
 
-  AttnLaunch plan(const AttnProblem& problem, const Json& config) const override {
-    const auto c = config.get<Sm90Config>();
+  AttnPlan typed_plan(const AttnProblem& problem, const Sm90Config& c, const Target& target) const override {
     const std::int64_t m_blocks = (problem.seq_q + c.bm - 1) / c.bm;
     const std::int64_t tiles = m_blocks * problem.heads_q * problem.batch;
     if (tiles >= (std::int64_t{1} << 31)) {
       throw Error(ErrorCode::Unsupported, fmt::format("{} tiles of {} rows exceed the sm90 scheduler's 32-bit index",
                                                       tiles, c.bm));
     }
-    const std::int64_t slots = std::int64_t{current_device().target.sm_count} * cujit::sm90::ctas_per_sm(c.bm);
-    AttnLaunch l;
+    const std::int64_t slots = std::int64_t{target.sm_count} * cujit::sm90::ctas_per_sm(c.bm);
+    AttnPlan plan;
+    AttnStep& step = plan.add_step();
     // Persistent: one CTA per SM (two with BM = 64; at most one per tile)
     // walks the tiles.
-    l.geometry.grid = {unsigned(slots > 0 ? std::min(tiles, slots) : tiles), 1, 1};
-    l.geometry.block = {unsigned((c.bm / 64 + 1) * 128), 1, 1};
-    l.geometry.smem_bytes = unsigned(layout_of(int(problem.head_dim), c).bytes);
-    l.block_m = c.bm;
-    l.block_n = c.bn;
-    l.schedule = int(tile_order(problem, c, int(l.geometry.grid.x)));
-    return l;
+    step.geometry.grid = {unsigned(slots > 0 ? std::min(tiles, slots) : tiles), 1, 1};
+    step.geometry.block = {unsigned((c.bm / 64 + 1) * 128), 1, 1};
+    step.geometry.smem_bytes = unsigned(layout_of(int(problem.head_dim), c).bytes);
+    step.params_bytes = sizeof(cujit::Sm90AttnParams);
+    step.params_align = alignof(cujit::Sm90AttnParams);
+    const int heads = int(problem.heads_q * problem.batch);
+    Sm90StepData d{};
+    d.block_n = c.bn;
+    d.m_blocks = int(m_blocks);
+    d.total_tiles = int(tiles);
+    d.tiles_by_rows = tile_order(problem, c.bm, c.bn, int(step.geometry.grid.x)) == TileOrder::rows_first;
+    d.tile_divisor = cujit::make_fast_divisor(unsigned(d.tiles_by_rows ? heads : d.m_blocks));
+    d.head_divisor = cujit::make_fast_divisor(unsigned(problem.heads_q));
+    step.data.set(d);
+    return plan;
   }
 
-  void launch(const Kernel& kernel, const AttnLaunch& launch, const AttnProblem& problem, const AttnTensors& t,
+  void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void*,
               Stream stream) const override {
+    const AttnStep& step = plan.steps[0];
+    const Sm90StepData d = step.data.get<Sm90StepData>();
     cujit::Sm90AttnParams p{};
     p.q = cached_tensor_map(t.q, 64);
     // With no keys the kernel loads no K/V block, but TMA cannot describe an
     // empty tensor: give it Q's map, never read.
     const bool no_keys = problem.seq_k == 0;
-    p.k = cached_tensor_map(no_keys ? t.q : t.k, launch.block_n);
-    p.v = cached_tensor_map(no_keys ? t.q : t.v, launch.block_n);
+    p.k = cached_tensor_map(no_keys ? t.q : t.k, d.block_n);
+    p.v = cached_tensor_map(no_keys ? t.q : t.v, d.block_n);
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
-    const int heads = int(problem.heads_q * problem.batch);
-    p.m_blocks = int((problem.seq_q + launch.block_m - 1) / launch.block_m);
-    p.total_tiles = p.m_blocks * heads;
-    p.tiles_by_rows = launch.schedule == int(TileOrder::rows_first);
-    p.tile_divisor = cujit::make_fast_divisor(unsigned(p.tiles_by_rows ? heads : p.m_blocks));
-    p.head_divisor = cujit::make_fast_divisor(unsigned(problem.heads_q));
-    kernel.launch(launch.geometry, p, stream);
+    p.m_blocks = d.m_blocks;
+    p.total_tiles = d.total_tiles;
+    p.tiles_by_rows = d.tiles_by_rows;
+    p.tile_divisor = d.tile_divisor;
+    p.head_divisor = d.head_divisor;
+    step.kernel->launch(step.geometry, p, stream);
   }
+
+  static bool runs_on(const Target& target) { return target.arch == "sm_90a"; }
 };
 
 }  // namespace
@@ -234,6 +238,15 @@ class Sm90AttentionFamily final : public AttentionFamily {
 const AttentionFamily& sm90_attention_family() {
   static const Sm90AttentionFamily family;
   return family;
+}
+
+FamilyRegistration sm90_registration() {
+  auto requirements = [](const AttnProblem& problem, const Target& target) {
+    return fmt::format("an sm_90a GPU (this is {}) and head dim {} (this is {})", target.arch,
+                       head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim);
+  };
+  return {&sm90_attention_family(), FamilyChoice::sm90, "sm90", cujit::kSm90HeadDims, &Sm90AttentionFamily::runs_on,
+          requirements};
 }
 
 }  // namespace jit::detail

@@ -1,4 +1,4 @@
-#include "jit/tensor_placement.h"
+#include "jit/attention/tensor_placement.h"
 
 #include <fmt/format.h>
 

@@ -1,8 +1,9 @@
-#include "jit/sm90_tile_order.h"
+#include "jit/attention/sm90/tile_order.h"
 
 #include <algorithm>
 #include <vector>
 
+#include "jit/knobs.h"
 #include "kernel_src/attention/common/key_blocks.h"
 
 namespace jit::detail {
@@ -48,6 +49,16 @@ TileOrder choose_tile_order(const TileGrid& g) {
   const std::int64_t by_heads = busiest_cta_work(g, TileOrder::heads_first);
   const std::int64_t by_rows = busiest_cta_work(g, TileOrder::rows_first);
   return by_heads * 8 > by_rows * 9 ? TileOrder::rows_first : TileOrder::heads_first;
+}
+
+TileOrder tile_order(const AttnProblem& problem, int block_m, int block_n, int ctas) {
+  switch (knobs().tile_order) {
+    case TileOrderChoice::heads_first: return TileOrder::heads_first;
+    case TileOrderChoice::rows_first: return TileOrder::rows_first;
+    case TileOrderChoice::automatic: break;
+  }
+  return choose_tile_order({problem.seq_q, problem.seq_k, problem.batch * problem.heads_q, problem.causal_offset,
+                            problem.causal, block_m, block_n, ctas});
 }
 
 }  // namespace jit::detail

@@ -1,4 +1,4 @@
-#include "jit/attention_problem.h"
+#include "jit/attention/attention_problem.h"
 
 #include <fmt/format.h>
 
@@ -162,6 +162,32 @@ cujit::AttnParams make_attn_params(const AttnProblem& problem, const TensorView&
   p.scale_log2 = float(double(problem.scale) * 1.4426950408889634);
   p.causal_offset = problem.causal_offset;
   return p;
+}
+
+std::size_t hash_value(const AttnProblem& problem) {
+  std::size_t h = 0;
+  std::apply(
+      [&](const auto&... field) {
+        ((h = h * 1000003u ^ std::hash<std::decay_t<decltype(field)>>()(field)), ...);
+      },
+      problem.fields());
+  return h;
+}
+
+AttnSpec spec_of(const AttnProblem& problem) { return {problem.dtype, int(problem.head_dim), problem.causal}; }
+
+const char* kernel_dtype_name(DType dtype) { return dtype == DType::f16 ? "f16" : "bf16"; }
+
+void to_json(Json& j, const AttnSpec& spec) {
+  j = Json{{"dtype", kernel_dtype_name(spec.dtype)}, {"d", spec.head_dim}, {"causal", spec.causal}};
+}
+
+void from_json(const Json& j, AttnSpec& spec) {
+  const std::string dtype = j.at("dtype");
+  if (dtype != "f16" && dtype != "bf16") throw Error(ErrorCode::Internal, fmt::format("unknown spec dtype '{}'", dtype));
+  spec.dtype = dtype == "f16" ? DType::f16 : DType::bf16;
+  j.at("d").get_to(spec.head_dim);
+  j.at("causal").get_to(spec.causal);
 }
 
 Json attention_bucket(const AttnProblem& problem) {

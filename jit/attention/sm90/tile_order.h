@@ -1,5 +1,5 @@
 // The order in which the sm90 kernel's persistent CTAs take their tiles, and
-// the host's choice between the two orders it knows.
+// the host's choice between the two orders it knows (or CUJIT_SM90_TILE_ORDER's).
 //
 // The kernel deals tiles in rounds of `ctas` consecutive indices, alternating
 // direction each round (kernel_src/attention/sm90/attn_fwd_sm90.cu). With a
@@ -16,6 +16,8 @@
 //     read again from memory when the heads do not fit in L2 together.
 #pragma once
 #include <cstdint>
+
+#include "jit/attention/attention_problem.h"
 
 namespace jit::detail {
 
@@ -38,5 +40,10 @@ std::int64_t busiest_cta_work(const TileGrid& grid, TileOrder order);
 // heads_first unless rows_first shortens the busiest CTA's work by more than
 // an eighth: below that the L2 reuse of heads_first is worth more.
 TileOrder choose_tile_order(const TileGrid& grid);
+
+// The order for a problem's tiles of block_m rows and block_n keys on `ctas`
+// persistent CTAs: CUJIT_SM90_TILE_ORDER's when it names one, else
+// choose_tile_order's.
+TileOrder tile_order(const AttnProblem& problem, int block_m, int block_n, int ctas);
 
 }  // namespace jit::detail

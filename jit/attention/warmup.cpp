@@ -13,7 +13,8 @@
 #include "autotune/prune.h"
 #include "autotune/tuner.h"
 #include "jit/attention.h"
-#include "jit/attention_family.h"
+#include "jit/attention/family_registry.h"
+#include "jit/attention/warmup_shapes.h"
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/log.h"
@@ -27,17 +28,6 @@ DType parse_dtype(const std::string& text) {
   if (text == "fp16" || text == "f16" || text == "float16") return DType::f16;
   if (text == "bf16" || text == "bfloat16") return DType::bf16;
   invalid(fmt::format("dtype '{}' is not fp16 or bf16", text));
-}
-
-detail::AttnProblem problem_of(const AttentionShape& s) {
-  detail::AttnProblem p;
-  p.batch = s.batch;
-  p.heads_q = p.heads_kv = s.heads;
-  p.seq_q = p.seq_k = s.seq;
-  p.head_dim = s.head_dim;
-  p.dtype = s.dtype;
-  p.causal = s.causal;
-  return p;
 }
 
 }  // namespace
@@ -118,20 +108,7 @@ std::vector<AttentionShape> parse_attention_manifest(const std::string& json_tex
 }
 
 std::vector<AttentionShape> all_attention_specializations(const std::string& arch) {
-  const Target target = offline_target(arch);
-  std::vector<AttentionShape> shapes;
-  for (DType dtype : {DType::f16, DType::bf16})
-    for (int d : {64, 128, 256})
-      for (bool causal : {false, true}) {
-        const AttentionShape shape{1, 16, 1024, d, dtype, causal};
-        try {
-          detail::attention_family_for(problem_of(shape), target);
-          shapes.push_back(shape);
-        } catch (const Error& e) {
-          if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this arch
-        }
-      }
-  return shapes;
+  return detail::attention_specializations(offline_target(arch));
 }
 
 WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std::vector<AttentionShape>& shapes,
@@ -146,9 +123,9 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
   for (const std::string& arch : archs) {
     const Target target = offline_target(arch);
     for (const AttentionShape& shape : shapes) {
-      const detail::AttnProblem problem = problem_of(shape);
+      const detail::AttnProblem problem = detail::problem_of(shape);
       const detail::AttentionFamily& family = detail::attention_family_for(problem, target);
-      const Json spec = detail::AttentionFamily::spec_of(problem);
+      const Json spec = detail::spec_of(problem);
       for (const Json& config : autotune::prune_space(family, spec, target).kept) {
         if (seen.insert(arch + '/' + family.variant_name(spec, config)).second) {
           jobs.push_back({&family, spec, config, arch});

@@ -1,0 +1,74 @@
+/// @file kernel_family.h
+/// The types below both the runtime (jit/) and the autotuner (autotune/):
+/// what a kernel family is, what it is compiled for and how it launches.
+/// No GPU, no runtime: plain data and one interface. Users include it through
+/// jit/kernel_family.h.
+///
+/// A family's *spec* fixes what the kernel is specialized on (dtype, head dim,
+/// ...); a *config* is one point of its search space (tile sizes, stages,
+/// warps). Both are JSON objects at this interface so that they are logged,
+/// hashed and stored as they are; a family may keep them as structs inside
+/// (jit/typed_kernel_family.h).
+#pragma once
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+struct CUstream_st;
+
+namespace jit {
+
+using Json = nlohmann::json;
+using Stream = CUstream_st*;  ///< a CUstream / cudaStream_t; nullptr is the default stream
+
+/// What a variant is compiled for and pruned against.
+struct Target {
+  std::string arch;             ///< NVRTC target: "sm_90a", "sm_89", "sm_80", ...
+  int cc = 0;                   ///< compute capability as 10*major+minor (90, 89, ...)
+  int max_smem_per_block = 0;   ///< dynamic shared memory opt-in limit, bytes
+  int sm_count = 0;             ///< 0 when there is no device (offline compile)
+  std::string device_name;      ///< "" when offline
+};
+
+/// Kernel source files handed to NVRTC as named in-memory headers. `entry`
+/// names the translation unit; the others are what it #includes.
+struct KernelSources {
+  std::string entry;
+  std::vector<std::pair<std::string, std::string>> files;  ///< (include name, text)
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+struct LaunchGeometry {
+  Dim3 grid;
+  Dim3 block;
+  unsigned smem_bytes = 0;  ///< dynamic shared memory
+};
+
+class KernelFamily {
+ public:
+  virtual ~KernelFamily() = default;
+
+  virtual std::string name() const = 0;
+  virtual const KernelSources& sources() const = 0;
+  /// Every config worth considering for this spec (before pruning).
+  virtual std::vector<Json> config_space(const Json& spec) const = 0;
+  /// nullopt keeps the config; otherwise the reason it cannot run on target
+  /// (e.g. "needs 240 KiB of shared memory, sm_89 allows 99 KiB").
+  virtual std::optional<std::string> why_pruned(const Json& spec, const Json& config, const Target& target) const = 0;
+  /// The config used without tuning (a cheap heuristic; must not be pruned).
+  virtual Json default_config(const Json& spec, const Target& target) const = 0;
+  /// One name labels logs, cache entries, tuning records and benchmark rows.
+  virtual std::string variant_name(const Json& spec, const Json& config) const = 0;
+  /// The C++ expression NVRTC instantiates, e.g. "my_kernel<128, float>".
+  virtual std::string name_expression(const Json& spec, const Json& config) const = 0;
+  /// Extra NVRTC options (arch, language standard and -v are cujit's).
+  virtual std::vector<std::string> compile_options(const Json&, const Json&) const { return {}; }
+};
+
+}  // namespace jit

@@ -1,0 +1,107 @@
+// Kernel families that implement attention: what one serves, and the plan of
+// launches it makes for a problem. Families are found through the registry
+// (family_registry.h).
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "jit/attention/attention_problem.h"
+#include "jit/kernel_family.h"
+#include "jit/typed_kernel_family.h"
+
+namespace jit::detail {
+
+// What one step's kernel parameters need beyond the tensors, computed once
+// when the plan is made (tile counts, divisors, the tile order): a family
+// keeps its own plain struct here, so a plan is fixed-size and the hot path
+// copies it without allocating.
+class AttnStepData {
+ public:
+  template <class T>
+  void set(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kBytes && alignof(T) <= alignof(std::max_align_t));
+    std::memcpy(bytes_.data(), &value, sizeof(T));
+  }
+  template <class T>
+  T get() const {
+    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= kBytes);
+    T value;
+    std::memcpy(&value, bytes_.data(), sizeof(T));
+    return value;
+  }
+  bool operator==(const AttnStepData& other) const = default;
+
+ private:
+  static constexpr std::size_t kBytes = 64;
+  alignas(std::max_align_t) std::array<unsigned char, kBytes> bytes_{};
+};
+
+// One launch of a plan.
+struct AttnStep {
+  const Kernel* kernel = nullptr;  // set by load_plan
+  LaunchGeometry geometry;
+  std::size_t params_bytes = 0, params_align = 0;  // the kernel's parameter struct
+  AttnStepData data;
+};
+
+// The launches that compute one problem with one config, in order, and the
+// device workspace they share (0 bytes for today's forward). Launching a plan
+// allocates nothing and synchronizes nothing, so it can be captured in a
+// CUDA graph.
+struct AttnPlan {
+  static constexpr int kMaxSteps = 4;
+  std::array<AttnStep, kMaxSteps> steps{};
+  int step_count = 0;
+  std::size_t workspace_bytes = 0;
+  AttnStep& add_step() { return steps.at(std::size_t(step_count++)); }
+};
+
+// The tensors of one call.
+struct AttnTensors {
+  const TensorView& q;
+  const TensorView& k;
+  const TensorView& v;
+  const TensorView& out;
+  float* lse;
+};
+
+// An attention family: a KernelFamily that also knows which problems it
+// serves and how to launch them.
+class AttentionFamily : public KernelFamily {
+ public:
+  // `problem` has passed validate_attention (so its tensors' strides and
+  // addresses are 16-byte multiples).
+  virtual bool supports(const AttnProblem& problem, const Target& target) const = 0;
+  // The launches for `problem` with `config` on `target` (kernels not yet
+  // loaded: load_plan does that).
+  virtual AttnPlan plan(const AttnProblem& problem, const Json& config, const Target& target) const = 0;
+  // Builds each step's parameters for these tensors and launches the steps
+  // on `stream`; `workspace` holds plan.workspace_bytes of device memory.
+  virtual void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& tensors, void* workspace,
+                      Stream stream) const = 0;
+};
+
+// An attention family on typed data: AttnSpec and the family's own Config
+// struct; the JSON-facing methods are implemented once, here and in
+// TypedKernelFamily.
+template <class Config>
+class TypedAttentionFamily : public TypedKernelFamily<AttnSpec, Config, AttentionFamily> {
+ public:
+  virtual AttnPlan typed_plan(const AttnProblem& problem, const Config& config, const Target& target) const = 0;
+  AttnPlan plan(const AttnProblem& problem, const Json& config, const Target& target) const final {
+    return typed_plan(problem, config.get<Config>(), target);
+  }
+};
+
+// plan() with every step's kernel compiled (or found in the cache) and loaded
+// in the current context: what launch() takes.
+AttnPlan load_plan(const AttentionFamily& family, const AttnProblem& problem, const Json& config,
+                   const Target& target);
+
+// Kernel sources embedded at build time, shared by the attention families.
+const KernelSources& attention_sources(const std::string& entry);
+
+}  // namespace jit::detail

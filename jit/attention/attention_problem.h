@@ -1,0 +1,61 @@
+// Step 1 of the call path: checked attention arguments as plain data, the
+// specialization they select, and the kernel parameter struct built from
+// them. No GPU needed.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <tuple>
+
+#include "jit/attention.h"
+#include "kernel_src/attention/attn_params.h"
+
+namespace jit::detail {
+
+struct AttnProblem {
+  std::int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0;
+  DType dtype = DType::f16;
+  bool causal = false;
+  int causal_offset = 0;  // key j visible to query i iff j <= i + causal_offset
+  float scale = 0;
+  bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0; }
+  // Every field, once: equality and the hash below both read it, so a field
+  // added here is part of every key built from a problem.
+  auto fields() const {
+    return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale);
+  }
+  bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
+};
+
+// A hash over fields(): what the hot path's shape cache keys on.
+std::size_t hash_value(const AttnProblem& problem);
+
+// What an attention kernel is specialized on (its template arguments beyond
+// the config); the families' Spec, JSON only in keys, records and logs.
+struct AttnSpec {
+  DType dtype = DType::f16;
+  int head_dim = 0;
+  bool causal = false;
+  auto fields() const { return std::tie(dtype, head_dim, causal); }
+  bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
+};
+AttnSpec spec_of(const AttnProblem& problem);
+// {"dtype": "f16" | "bf16", "d": head dim, "causal": bool}: the form tune
+// keys, cubin keys and tuning records hold.
+void to_json(Json& j, const AttnSpec& spec);
+void from_json(const Json& j, AttnSpec& spec);
+// The kernels' name for a dtype: "f16" or "bf16" (cujit::f16, cujit::bf16).
+const char* kernel_dtype_name(DType dtype);
+
+// Throws Error(InvalidArgument) naming the argument and what to change, or
+// Error(Unsupported) for a valid problem no family handles.
+AttnProblem validate_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                               const AttentionOptions& options);
+
+cujit::AttnParams make_attn_params(const AttnProblem& problem, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& out, float* lse);
+
+// Problem-size fields of the tune key: sizes rounded up to powers of two
+// (at least 64), so that one tuning serves a class of shapes.
+Json attention_bucket(const AttnProblem& problem);
+
+}  // namespace jit::detail

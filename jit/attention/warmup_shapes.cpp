@@ -1,0 +1,41 @@
+#include "jit/attention/warmup_shapes.h"
+
+#include <set>
+
+#include "jit/attention/family_registry.h"
+#include "jit/error.h"
+
+namespace jit::detail {
+
+AttnProblem problem_of(const AttentionShape& s) {
+  AttnProblem p;
+  p.batch = s.batch;
+  p.heads_q = p.heads_kv = s.heads;
+  p.seq_q = p.seq_k = s.seq;
+  p.head_dim = s.head_dim;
+  p.dtype = s.dtype;
+  p.causal = s.causal;
+  return p;
+}
+
+std::vector<AttentionShape> attention_specializations(const Target& target) {
+  std::set<int> head_dims;  // ascending, as the warm-up lists them
+  for (const FamilyRegistration& r : attention_families()) {
+    for (int i = 0; i < r.head_dims.count; ++i) head_dims.insert(r.head_dims.values[i]);
+  }
+  std::vector<AttentionShape> shapes;
+  for (DType dtype : {DType::f16, DType::bf16})
+    for (int d : head_dims)
+      for (bool causal : {false, true}) {
+        const AttentionShape shape{1, 16, 1024, d, dtype, causal};
+        try {
+          attention_family_for(problem_of(shape), target);
+          shapes.push_back(shape);
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this target
+        }
+      }
+  return shapes;
+}
+
+}  // namespace jit::detail

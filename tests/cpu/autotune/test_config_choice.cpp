@@ -1,0 +1,185 @@
+// Tests for autotune/config_choice: the policy (CUJIT_AUTOTUNE's modes as
+// data), the tuning DB, the memo and graph capture, with a fake family and
+// fake hooks: no GPU, no runtime.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autotune/config_choice.h"
+#include "autotune/prune.h"
+#include "cache/tuning_db.h"
+#include "tests/support/temp_dir.h"
+
+namespace {
+
+using jit::Json;
+using jit::autotune::Mode;
+
+// Configs {"id": 0..5}; id 5 never fits; the default is id 1.
+class FakeFamily final : public jit::KernelFamily {
+ public:
+  explicit FakeFamily(std::string name) : name_(std::move(name)) {}
+  std::string name() const override { return name_; }
+  const jit::KernelSources& sources() const override { return sources_; }
+  std::vector<Json> config_space(const Json&) const override {
+    std::vector<Json> space;
+    for (int i = 0; i < 6; ++i) space.push_back({{"id", i}});
+    return space;
+  }
+  std::optional<std::string> why_pruned(const Json&, const Json& config, const jit::Target&) const override {
+    if (config.at("id") == 5) return std::string("too big");
+    return std::nullopt;
+  }
+  Json default_config(const Json&, const jit::Target&) const override { return {{"id", 1}}; }
+  std::string variant_name(const Json&, const Json& config) const override {
+    return name_ + "_" + std::to_string(config.at("id").get<int>());
+  }
+  std::string name_expression(const Json&, const Json&) const override { return "k"; }
+
+ private:
+  std::string name_;
+  jit::KernelSources sources_;
+};
+
+// Every run takes 1 us (the fastest is config 3's 0.5 us).
+class UnitClock final : public jit::autotune::EventClock {
+ public:
+  double next_us = 1;
+  void reserve(int) override {}
+  void record_start(int) override {}
+  void record_stop(int) override {}
+  void wait(int) override {}
+  double elapsed_us(int) override { return next_us; }
+  void flush_l2() override {}
+};
+
+class ConfigChoice : public cujit_test::TempDirTest {
+ protected:
+  jit::autotune::ChoiceContext context(Mode mode) {
+    jit::autotune::ChoiceContext c;
+    c.target.arch = "sm_80";
+    c.target.device_name = "Fake GPU";
+    c.context = &context_id_;
+    c.mode = mode;
+    c.cache_root = tmp_;
+    c.cujit_version = "test";
+    c.nvrtc_version = "0";
+    return c;
+  }
+  jit::autotune::ChoiceHooks hooks() {
+    jit::autotune::ChoiceHooks h;
+    h.compile = [this](const Json& config) { compiled.push_back(config.at("id")); };
+    h.runner = [this](const Json& config) -> std::function<void()> {
+      const int id = config.at("id");
+      return [this, id] {
+        timed[id]++;
+        clock.next_us = id == 3 ? 0.5 : 1.0;
+      };
+    };
+    h.clock = &clock;
+    h.log.level = jit::autotune::TuningLog::debug;
+    h.log.write = [this](int, const std::string& line) { log.push_back(line); };
+    h.count_tuning_run = [this] { ++tuning_runs; };
+    h.count_db_hit = [this] { ++db_hits; };
+    return h;
+  }
+  Json choose(const FakeFamily& family, Mode mode, bool capturing = false) {
+    jit::autotune::ChoiceContext c = context(mode);
+    c.capturing = capturing;
+    return jit::autotune::choose_config(family, spec_, bucket_, c, hooks());
+  }
+  bool logged(const std::string& text) const {
+    for (const std::string& line : log) {
+      if (line.find(text) != std::string::npos) return true;
+    }
+    return false;
+  }
+
+  int context_id_ = 0;
+  Json spec_ = {{"s", 1}};
+  Json bucket_ = {{"b", 1}};
+  UnitClock clock;
+  std::vector<int> compiled;
+  std::map<int, int> timed;
+  std::vector<std::string> log;
+  int tuning_runs = 0, db_hits = 0;
+};
+
+TEST_F(ConfigChoice, OffUsesTheDefaultWithoutCompilingOrTiming) {
+  const FakeFamily family("off_family");
+  EXPECT_EQ(choose(family, Mode::off), (Json{{"id", 1}}));
+  EXPECT_TRUE(compiled.empty());
+  EXPECT_TRUE(timed.empty());
+  EXPECT_TRUE(logged("CUJIT_AUTOTUNE=off: default config off_family_1"));
+}
+
+TEST_F(ConfigChoice, FullTimesEveryKeptConfigStoresTheRecordAndMemoizes) {
+  const FakeFamily family("full_family");
+  EXPECT_EQ(choose(family, Mode::full), (Json{{"id", 3}}));
+  EXPECT_EQ(compiled.size(), 5u);  // id 5 is pruned
+  EXPECT_EQ(timed.count(5), 0u);
+  EXPECT_EQ(tuning_runs, 1);
+  EXPECT_TRUE(logged("pruned full_family_5: too big"));
+  EXPECT_TRUE(logged("tuning full_family"));
+  const Json key = jit::autotune::tune_key(family, spec_, bucket_, context(Mode::full));
+  const std::optional<Json> record = jit::cache::TuningDb(tmp_).load(key);
+  ASSERT_TRUE(record.has_value());
+  EXPECT_EQ(record->at("winner"), (Json{{"id", 3}}));
+  // The memo answers the second call: no hook is called again.
+  compiled.clear();
+  timed.clear();
+  EXPECT_EQ(choose(family, Mode::full), (Json{{"id", 3}}));
+  EXPECT_TRUE(compiled.empty());
+  EXPECT_TRUE(timed.empty());
+  EXPECT_EQ(db_hits, 0);
+}
+
+TEST_F(ConfigChoice, ANewContextReadsTheRecordInsteadOfTuning) {
+  const FakeFamily family("record_family");
+  choose(family, Mode::full);
+  int other_context = 0;  // another CUDA context: the memo does not answer
+  jit::autotune::ChoiceContext c = context(Mode::full);
+  c.context = &other_context;
+  timed.clear();
+  EXPECT_EQ(jit::autotune::choose_config(family, spec_, bucket_, c, hooks()), (Json{{"id", 3}}));
+  EXPECT_TRUE(timed.empty());
+  EXPECT_EQ(db_hits, 1);
+}
+
+TEST_F(ConfigChoice, FastTimesTheDefaultAndTheNextConfigsOnly) {
+  const FakeFamily family("fast_family");
+  choose(family, Mode::fast);
+  std::vector<int> ids;
+  for (const auto& [id, n] : timed) ids.push_back(id);
+  EXPECT_EQ(ids, (std::vector<int>{0, 1, 2, 3}));  // default 1, then 0, 2, 3
+}
+
+TEST_F(ConfigChoice, FrozenAndCaptureNeverTimeAndCaptureIsNotMemoized) {
+  const FakeFamily family("frozen_family");
+  EXPECT_EQ(choose(family, Mode::frozen), (Json{{"id", 1}}));
+  EXPECT_TRUE(logged("CUJIT_AUTOTUNE=frozen: default config frozen_family_1"));
+  const FakeFamily captured("captured_family");
+  EXPECT_EQ(choose(captured, Mode::full, /*capturing=*/true), (Json{{"id", 1}}));
+  EXPECT_TRUE(timed.empty());
+  EXPECT_TRUE(compiled.empty());
+  // Outside the capture the same key is tuned: the capture's choice was not pinned.
+  EXPECT_EQ(choose(captured, Mode::full), (Json{{"id", 3}}));
+  EXPECT_EQ(tuning_runs, 1);
+}
+
+TEST_F(ConfigChoice, NoRunnableCandidateNamesEachFailure) {
+  const FakeFamily family("broken_family");
+  jit::autotune::ChoiceHooks h = hooks();
+  h.compile = [](const Json&) { throw std::runtime_error("nvrtc said no"); };
+  try {
+    jit::autotune::choose_config(family, spec_, bucket_, context(Mode::full), h);
+    FAIL() << "no candidate could run, yet a config was chosen";
+  } catch (const jit::autotune::NoRunnableCandidate& e) {
+    EXPECT_NE(std::string(e.what()).find("broken_family_0: compile failed: nvrtc said no"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
