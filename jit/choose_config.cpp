@@ -98,7 +98,13 @@ std::optional<Json> recorded_winner(const Json& key, const std::vector<Json>& ke
   if (!root) return std::nullopt;
   const std::optional<Json> record = cache::TuningDb(*root).load(key);
   if (!record) return std::nullopt;
-  previous = autotune::record_candidates(*record);
+  std::string why;
+  std::optional<std::vector<autotune::TimedCandidate>> candidates = autotune::record_candidates(*record, &why);
+  if (!candidates) {
+    detail::log_info("the tuning record for {} is malformed ({}): a miss", key.dump(), why);
+    return std::nullopt;
+  }
+  previous = std::move(*candidates);
   const auto it = record->find("winner");
   if (it == record->end() || !contains(kept, *it)) return std::nullopt;
   return *it;
