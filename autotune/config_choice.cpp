@@ -83,11 +83,17 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
 // The DB's winner for `key` when it is still in the pruned space; the record's
 // timings go to `previous`.
 std::optional<Json> recorded_winner(const ChoiceContext& context, const Json& key, const std::vector<Json>& kept,
-                                    std::vector<TimedCandidate>& previous) {
+                                    std::vector<TimedCandidate>& previous, const TuningLog& log) {
   if (!context.cache_root) return std::nullopt;
   const std::optional<Json> record = cache::TuningDb(*context.cache_root).load(key);
   if (!record) return std::nullopt;
-  previous = record_candidates(*record);
+  std::string why;
+  std::optional<std::vector<TimedCandidate>> candidates = record_candidates(*record, &why);
+  if (!candidates) {
+    log.info_line("the tuning record for {} is malformed ({}): a miss", key.dump(), why);
+    return std::nullopt;
+  }
+  previous = std::move(*candidates);
   const auto it = record->find("winner");
   if (it == record->end() || !contains(kept, *it)) return std::nullopt;
   return *it;
@@ -109,7 +115,7 @@ Json choose_uncached(const KernelFamily& family, const Json& spec, const Json& k
     log.debug_line("pruned {}: {}", family.variant_name(spec, config), reason);
   }
   std::vector<TimedCandidate> previous;
-  std::optional<Json> winner = recorded_winner(context, key, space.kept, previous);
+  std::optional<Json> winner = recorded_winner(context, key, space.kept, previous, log);
   auto untimed = [&](const std::vector<Json>& candidates) {
     return std::count_if(candidates.begin(), candidates.end(), [&](const Json& c) {
       return std::none_of(previous.begin(), previous.end(), [&](const auto& p) { return p.config == c; });
@@ -143,7 +149,7 @@ Json choose_uncached(const KernelFamily& family, const Json& spec, const Json& k
     } catch (const cache::CacheError& e) {
       log.info_line("tuning without the cross-process lock: {}", e.what());
     }
-    winner = recorded_winner(context, key, space.kept, previous);
+    winner = recorded_winner(context, key, space.kept, previous, log);
     if (settled_by_record()) return *winner;
   }
   return tune_now(family, spec, key, context, hooks, candidates, space.pruned.size(), previous);

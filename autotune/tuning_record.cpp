@@ -1,32 +1,57 @@
 #include "autotune/tuning_record.h"
 
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "cache/bounded_json.h"
+
 namespace jit::autotune {
 
 nlohmann::json make_record(const std::vector<TimedCandidate>& candidates, const nlohmann::json& winner) {
   nlohmann::json list = nlohmann::json::array();
   for (const TimedCandidate& c : candidates) {
     nlohmann::json entry = {{"config", c.config}, {"variant", c.variant}};
-    if (c.error.empty()) {
-      entry["median_us"] = c.median_us;
-    } else {
+    if (!c.error.empty()) {
       entry["error"] = c.error;
+    } else if (!std::isfinite(c.median_us)) {
+      entry["error"] = fmt::format("its time was not finite ({})", c.median_us);
+    } else {
+      entry["median_us"] = c.median_us;
     }
     list.push_back(std::move(entry));
   }
   return {{"winner", winner}, {"candidates", std::move(list)}};
 }
 
-std::vector<TimedCandidate> record_candidates(const nlohmann::json& record) {
+std::optional<std::vector<TimedCandidate>> record_candidates(const nlohmann::json& record, std::string* why) {
+  using cache::FieldState;
+  auto bad = [&](std::size_t i, const char* what) -> std::optional<std::vector<TimedCandidate>> {
+    if (why != nullptr) *why = fmt::format("candidate {}: {}", i, what);
+    return std::nullopt;
+  };
   std::vector<TimedCandidate> out;
+  if (!record.is_object()) return bad(0, "the record is not a JSON object");
   const auto it = record.find("candidates");
-  if (it == record.end() || !it->is_array()) return out;
-  for (const auto& entry : *it) {
-    if (!entry.is_object() || !entry.contains("config")) continue;
+  if (it == record.end()) return out;
+  if (!it->is_array()) return bad(0, "\"candidates\" is not an array");
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& entry = (*it)[i];
+    if (!entry.is_object()) return bad(i, "not a JSON object");
+    const auto config = entry.find("config");
+    if (config == entry.end() || !config->is_object()) return bad(i, "no \"config\" object");
+    const cache::Field<std::string> variant = cache::string_field(entry, "variant");
+    const cache::Field<double> median = cache::number_field(entry, "median_us");
+    const cache::Field<std::string> error = cache::string_field(entry, "error");
+    if (variant.bad()) return bad(i, "\"variant\" is not a string");
+    if (median.bad()) return bad(i, "\"median_us\" is not a finite number");
+    if (error.bad()) return bad(i, "\"error\" is not a string");
     TimedCandidate c;
-    c.config = entry["config"];
-    c.variant = entry.value("variant", "");
-    c.median_us = entry.value("median_us", 0.0);
-    c.error = entry.value("error", c.median_us > 0 ? "" : "no timing");
+    c.config = *config;
+    c.variant = variant.value;
+    c.median_us = median.value;
+    if (error.state == FieldState::ok) c.error = error.value;
+    else if (!(c.median_us > 0)) c.error = "no timing";
     out.push_back(std::move(c));
   }
   return out;

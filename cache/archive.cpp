@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cache/atomic_file.h"
+#include "cache/bounded_json.h"
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/cache_scan.h"
@@ -341,8 +342,8 @@ std::vector<ManifestEntry> read_manifest(StreamReader& in, const ArchiveFileIn& 
   }
   std::string text(static_cast<std::size_t>(len), '\0');
   in.read(text.data(), text.size(), "the manifest");
-  const nlohmann::json manifest = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (manifest.is_discarded() || !manifest.is_object()) throw file.corrupt("its manifest is not a JSON object");
+  const nlohmann::json manifest = parse_bounded_json(text, JsonLimits{kArchiveMaxManifestBytes}).value_or(nullptr);
+  if (!manifest.is_object()) throw file.corrupt("its manifest is not a JSON object");
   const auto format = manifest.find("format");
   if (format == manifest.end() || *format != kFormatName) {
     throw file.corrupt(fmt::format("its manifest's \"format\" is not \"{}\"", kFormatName));

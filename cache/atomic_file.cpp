@@ -1,6 +1,8 @@
 #include "cache/atomic_file.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -43,7 +45,38 @@ void close_quietly(int fd) {
   if (fd >= 0) ::close(fd);
 }
 
+sigset_t only_sigxfsz() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGXFSZ);
+  return set;
+}
+
+bool sigxfsz_pending() {
+  sigset_t pending;
+  return sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ) == 1;
+}
+
 }  // namespace
+
+namespace detail {
+
+DeferSigxfsz::DeferSigxfsz() {
+  const sigset_t set = only_sigxfsz();
+  pthread_sigmask(SIG_BLOCK, &set, &old_mask_);
+  was_pending_ = sigxfsz_pending();
+}
+
+DeferSigxfsz::~DeferSigxfsz() {
+  if (!was_pending_ && sigxfsz_pending()) {
+    const sigset_t set = only_sigxfsz();
+    const timespec now{0, 0};
+    (void)sigtimedwait(&set, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+}
+
+}  // namespace detail
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   const std::string target = path.string();
@@ -86,6 +119,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
         target, what, detail::errno_text(e), parent.string()));
   };
 
+  const detail::DeferSigxfsz no_sigxfsz;
   const char* p = bytes.data();
   std::size_t left = bytes.size();
   while (left > 0) {

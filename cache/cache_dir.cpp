@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <string>
 #include <system_error>
@@ -24,6 +25,23 @@ void create_dirs_0700(const std::filesystem::path& dir) {
   if (dir.empty()) {
     throw CacheError(
         "cache directory path is empty; set CUJIT_CACHE_DIR to a directory you own");
+  }
+  // Checked before anything is created: mkdir would otherwise make every
+  // component that fits and fail only past the limit, leaving them behind.
+  const std::string shown = dir.native().size() > 120 ? dir.native().substr(0, 120) + "..." : dir.native();
+  if (dir.native().size() >= PATH_MAX) {
+    throw CacheError(fmt::format(
+        "cannot create cache directory {}: the path is {} bytes, longer than the system's limit ({}); set "
+        "CUJIT_CACHE_DIR to a shorter path",
+        shown, dir.native().size(), PATH_MAX - 1));
+  }
+  for (const auto& part : dir) {
+    if (part.native().size() > NAME_MAX) {
+      throw CacheError(fmt::format(
+          "cannot create cache directory {}: one of its names is {} bytes, longer than the system's limit ({}); "
+          "set CUJIT_CACHE_DIR to a shorter path",
+          shown, part.native().size(), NAME_MAX));
+    }
   }
   std::filesystem::path prefix;
   for (const auto& part : dir) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cache/atomic_file.h"
+#include "cache/bounded_json.h"
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/sha256.h"
@@ -26,6 +27,15 @@ bool valid_key(std::string_view key) {
   if (key.size() != 64) return false;
   for (char c : key) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
+// The metadata fields read by listing, loading and cujit-sass, when present,
+// are strings: an entry with `"variant": 5` is bad, not a type error later.
+bool metadata_fields_are_strings(const nlohmann::json& meta) {
+  for (const char* name : {"variant", "arch", "family", "lowered_name"}) {
+    if (string_field(meta, name).bad()) return false;
   }
   return true;
 }
@@ -126,13 +136,12 @@ std::optional<CubinEntry> CubinStore::decode(const std::string& key, std::string
     if (payload_len != body_len - pos) return std::nullopt;
     const std::string_view payload = bytes.substr(pos, static_cast<std::size_t>(payload_len));
 
-    nlohmann::json meta = nlohmann::json::parse(meta_text, nullptr, /*allow_exceptions=*/false);
-    if (meta.is_discarded() || !meta.is_object()) return std::nullopt;
-    auto it = meta.find("key");
-    if (it == meta.end() || !it->is_string() || it->get_ref<const std::string&>() != key) {
-      return std::nullopt;
-    }
-    return CubinEntry{std::string(payload), std::move(meta)};
+    std::optional<nlohmann::json> meta = parse_bounded_json(meta_text, kCubinMetadataLimits);
+    if (!meta || !meta->is_object()) return std::nullopt;
+    const Field<std::string> meta_key = string_field(*meta, "key");
+    if (meta_key.state != FieldState::ok || meta_key.value != key) return std::nullopt;
+    if (!metadata_fields_are_strings(*meta)) return std::nullopt;
+    return CubinEntry{std::string(payload), std::move(*meta)};
   } catch (const std::exception&) {
     return std::nullopt;
   }

@@ -5,28 +5,64 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <thread>
 
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
+#include "cache/fs_detail.h"
 
 namespace jit::cache {
 
-FileLock::FileLock(const std::filesystem::path& path) {
+namespace {
+
+// The pid the current holder wrote into the lock file ("" when none).
+std::string holder_of(int fd) {
+  char text[32] = {};
+  const ssize_t n = ::pread(fd, text, sizeof text - 1, 0);
+  std::string pid(text, n > 0 ? std::size_t(n) : 0);
+  pid.erase(std::find_if(pid.begin(), pid.end(), [](char c) { return c < '0' || c > '9'; }), pid.end());
+  return pid;
+}
+
+}  // namespace
+
+FileLock::FileLock(const std::filesystem::path& path, std::chrono::milliseconds wait) {
   ensure_private_dir(path.parent_path());
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd_ < 0) {
     throw CacheError(fmt::format("cannot open lock file {}: {}", path.string(), std::strerror(errno)));
   }
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      const int error = errno;
+  // Polled rather than blocking: flock has no timeout. The pause grows to
+  // 100 ms, so a lock that is freed is taken soon after.
+  const auto deadline = std::chrono::steady_clock::now() + wait;
+  std::chrono::milliseconds pause{1};
+  while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    if (error == EINTR) continue;
+    if (error != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) {
+      const std::string holder = holder_of(fd_);
       ::close(fd_);
       fd_ = -1;
-      throw CacheError(fmt::format("cannot lock {}: {}", path.string(), std::strerror(error)));
+      if (error != EWOULDBLOCK) {
+        throw CacheError(fmt::format("cannot lock {}: {}", path.string(), std::strerror(error)));
+      }
+      throw CacheError(fmt::format(
+          "gave up waiting for {} after {:.1f} s: it is held by pid {} (stopped or hung? `kill -CONT {}` resumes a "
+          "stopped one)",
+          path.string(), std::chrono::duration<double>(wait).count(),
+          holder.empty() ? "(unknown)" : holder, holder.empty() ? "<pid>" : holder));
     }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
+  // Says who holds it, for the message above in other processes.
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  const detail::DeferSigxfsz no_sigxfsz;  // under `ulimit -f 0` the pid is not written, and that is all
+  if (::ftruncate(fd_, 0) == 0) (void)!::pwrite(fd_, pid.data(), pid.size(), 0);
 }
 
 FileLock::~FileLock() {

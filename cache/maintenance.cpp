@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "cache/bounded_json.h"
 #include "cache/cache_scan.h"
 #include "cache/cubin_store.h"
 #include "cache/eviction.h"
@@ -29,11 +30,12 @@ std::string cubin_entry_problem(const std::string& key, const std::string& bytes
 }
 
 std::string tuning_record_problem(const std::string& hex, const std::string& bytes) {
-  const nlohmann::json record = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
-  if (record.is_discarded()) return "not valid JSON";
-  if (!record.is_object()) return "not a JSON object";
-  const auto it = record.find("key");
-  if (it == record.end()) return "no \"key\"";
+  std::string why;
+  const std::optional<nlohmann::json> record = parse_bounded_json(bytes, kTuningRecordLimits, &why);
+  if (!record) return fmt::format("not valid JSON ({})", why);
+  if (!record->is_object()) return "not a JSON object";
+  const auto it = record->find("key");
+  if (it == record->end()) return "no \"key\"";
   try {
     if (sha256_hex(it->dump()) != hex) return "its \"key\" does not hash to the file name";
   } catch (const std::exception& e) {
@@ -55,10 +57,11 @@ std::vector<CubinInfo> list_cubins(const std::filesystem::path& root) {
       info.bytes = contents->id.size;
       info.last_use_ns = contents->id.mtime_ns;
       if (auto entry = CubinStore::decode(info.key, contents->bytes)) {
+        // CubinStore::decode refuses these fields when they are not strings.
         info.valid = true;
-        info.variant = entry->meta.value("variant", "");
-        info.arch = entry->meta.value("arch", "");
-        info.family = entry->meta.value("family", "");
+        info.variant = string_field(entry->meta, "variant").value;
+        info.arch = string_field(entry->meta, "arch").value;
+        info.family = string_field(entry->meta, "family").value;
       }
     } else if (!f.regular) {
       // a symlink or other non-file at an entry name: listed as invalid
@@ -81,13 +84,12 @@ CacheStats cache_stats(const std::filesystem::path& root) {
     if (!contents) continue;
     ++stats.tuning_records;
     stats.tuning_bytes += contents->id.size;
-    const nlohmann::json record = nlohmann::json::parse(contents->bytes, nullptr, false);
+    const nlohmann::json record = parse_bounded_json(contents->bytes, kTuningRecordLimits).value_or(nullptr);
     std::string arch = "(unknown)";
     if (record.is_object()) {
       const auto key = record.find("key");
-      if (key != record.end() && key->is_object()) {
-        const auto a = key->find("arch");
-        if (a != key->end() && a->is_string()) arch = a->get<std::string>();
+      if (key != record.end()) {
+        if (const Field<std::string> a = string_field(*key, "arch"); a.state == FieldState::ok) arch = a.value;
       }
     }
     ++stats.by_arch[arch].tuning_records;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "cache/atomic_file.h"
+#include "cache/bounded_json.h"
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/sha256.h"
@@ -35,10 +36,10 @@ std::optional<nlohmann::json> TuningDb::load(const nlohmann::json& key) const {
   std::optional<std::string> text = read_regular_file(record_path(key));
   if (!text) return std::nullopt;
   try {
-    nlohmann::json record = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (record.is_discarded() || !record.is_object()) return std::nullopt;
-    auto it = record.find("key");
-    if (it == record.end() || *it != key) return std::nullopt;
+    std::optional<nlohmann::json> record = parse_bounded_json(*text, kTuningRecordLimits);
+    if (!record || !record->is_object()) return std::nullopt;
+    auto it = record->find("key");
+    if (it == record->end() || *it != key) return std::nullopt;
     return record;
   } catch (const std::exception&) {
     return std::nullopt;

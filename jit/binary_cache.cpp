@@ -1,8 +1,6 @@
 #include "jit/binary_cache.h"
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,7 +14,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "cache/atomic_file.h"
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/cubin_store.h"
@@ -24,6 +21,7 @@
 #include "cache/sha256.h"
 #include "jit/error.h"
 #include "jit/log.h"
+#include "jit/repro_bundle.h"
 #include "jit/runtime_state.h"
 
 namespace jit::detail {
@@ -105,19 +103,14 @@ std::string binary_cache_key(const CompileRequest& request) {
 
 namespace {
 
-// On an NVRTC failure: the entry source, every header, the options and the
-// log in <cache>/repro/<variant>-<arch>-<pid>/, so the failure can be replayed
-// outside the process. Returns the directory, or "" when it cannot be written.
-std::string write_repro_bundle(const CompileRequest& request, const std::string& variant, const std::string& log) {
+// On an NVRTC failure: the sources, options and log in a bundle under the
+// cache (jit/repro_bundle.h), so the failure can be replayed outside the
+// process. Returns the directory, or "" when it cannot be written.
+std::string repro_bundle_for(const CompileRequest& request, const std::string& variant, const std::string& log) {
   const auto& root = cache_root();
   if (!root) return "";
   try {
-    const std::filesystem::path dir = *root / "repro" / fmt::format("{}-{}-{}", variant, request.arch, ::getpid());
-    for (const auto& [name, text] : request.sources->files) cache::write_file_atomic(dir / "src" / name, text);
-    cache::write_file_atomic(dir / "options.txt", fmt::format("{}\n", fmt::join(nvrtc_options(request), "\n")));
-    cache::write_file_atomic(dir / "name_expression.txt", request.name_expression + "\n");
-    cache::write_file_atomic(dir / "log.txt", log + "\n");
-    return dir.string();
+    return write_repro_bundle(*root, request, variant, log).string();
   } catch (const std::exception&) {
     return "";
   }
@@ -215,7 +208,7 @@ void compile(const CompileRequest& request, VariantBinary& out) {
     compiled = nvrtc_compile(request);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::Compile) throw;
-    const std::string bundle = write_repro_bundle(request, out.variant, e.what());
+    const std::string bundle = repro_bundle_for(request, out.variant, e.what());
     if (bundle.empty()) throw;
     throw Error(ErrorCode::Compile, fmt::format("{}\nrepro bundle (sources, options, log): {}", e.what(), bundle));
   }

@@ -1,5 +1,7 @@
 #include "jit/tensor.h"
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <cmath>
 #include <random>
@@ -14,12 +16,35 @@ namespace jit {
 
 const char* to_string(DType dtype) { return dtype == DType::f16 ? "f16" : "bf16"; }
 
+namespace {
+
+// a * b, or an InvalidArgument saying which sizes overflow: a wrapped product
+// would pass validation with the wrong count.
+std::int64_t checked_product(std::int64_t a, std::int64_t b, std::int64_t c, std::int64_t d) {
+  std::int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out) || __builtin_mul_overflow(out, c, &out) ||
+      __builtin_mul_overflow(out, d, &out)) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("sizes {} x {} x {} x {} overflow a 64-bit element count", a, b, c, d));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::int64_t TensorView::numel() const {
+  for (std::int64_t size : shape) {
+    if (size == 0) return 0;
+  }
+  return checked_product(shape[0], shape[1], shape[2], shape[3]);
+}
+
 TensorView TensorView::bhsd(void* data, DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d) {
-  return TensorView{data, dtype, {b, h, s, d}, {h * s * d, s * d, d, 1}};
+  return TensorView{data, dtype, {b, h, s, d}, {checked_product(h, s, d, 1), checked_product(s, d, 1, 1), d, 1}};
 }
 
 TensorView TensorView::bshd(void* data, DType dtype, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d) {
-  return TensorView{data, dtype, {b, h, s, d}, {s * h * d, d, h * d, 1}};
+  return TensorView{data, dtype, {b, h, s, d}, {checked_product(s, h, d, 1), d, checked_product(h, d, 1, 1), 1}};
 }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
@@ -89,7 +114,7 @@ float bits_to_float(std::uint16_t bits, DType dtype) {
 
 DeviceTensor random_tensor(DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d,
                            std::uint64_t seed) {
-  const std::size_t n = std::size_t(b * h * s * d);
+  const std::size_t n = std::size_t(checked_product(b, h, s, d));
   std::vector<std::uint16_t> host(n);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);

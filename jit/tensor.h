@@ -24,12 +24,15 @@ struct TensorView {
   std::array<std::int64_t, 4> shape{};    ///< B, H, S, D
   std::array<std::int64_t, 4> strides{};  ///< elements
 
-  /// Contiguous [B, H, S, D] storage.
+  /// Contiguous [B, H, S, D] storage. Both throw Error(InvalidArgument) when a
+  /// stride does not fit in int64.
   static TensorView bhsd(void* data, DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d);
   /// Contiguous [B, S, H, D] storage, viewed as [B, H, S, D].
   static TensorView bshd(void* data, DType dtype, std::int64_t b, std::int64_t s, std::int64_t h, std::int64_t d);
 
-  std::int64_t numel() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
+  /// The element count; 0 when any size is 0. Throws Error(InvalidArgument)
+  /// when it does not fit in int64 (attention's validation names the tensor first).
+  std::int64_t numel() const;
 };
 
 /// Device memory owned by cujit (cuMemAlloc), freed on destruction.

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "cache/archive.h"
+#include "cache/bounded_json.h"
 #include "cache/cache_dir.h"
 #include "cache/eviction.h"
 #include "cache/maintenance.h"
@@ -93,7 +94,7 @@ int main(int argc, char** argv) {
       if (json) {
         jit::Json out = jit::Json::array();
         for (const auto& e : entries) out.push_back(jit::cache::to_json(e));
-        std::cout << out.dump() << "\n";
+        std::cout << jit::cache::dump_for_output(out) << "\n";
         return 0;
       }
       for (const auto& e : entries) {
@@ -110,7 +111,7 @@ int main(int argc, char** argv) {
         jit::Json out = jit::cache::to_json(s);
         out["dir"] = root;
         out["max_bytes"] = jit::detail::knobs().cache_max_bytes;
-        std::cout << out.dump() << "\n";
+        std::cout << jit::cache::dump_for_output(out) << "\n";
         return 0;
       }
       fmt::print("cache        {}\n", root);
@@ -130,7 +131,7 @@ int main(int argc, char** argv) {
     if (verify->parsed()) {
       const jit::cache::VerifyReport r = jit::cache::verify_cache(root, /*remove_bad=*/true);
       if (json) {
-        std::cout << jit::cache::to_json(r).dump() << "\n";
+        std::cout << jit::cache::dump_for_output(jit::cache::to_json(r)) << "\n";
       } else {
         for (const auto& b : r.bad) {
           fmt::print("bad: {}: {}{}\n", b.relative, b.reason, b.removed ? " (removed)" : " (could not remove)");

@@ -10,16 +10,23 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <unistd.h>
 
+#include "cache/bounded_json.h"
 #include "cache/cache_scan.h"
 #include "cache/cubin_store.h"
+#include "cache/safe_path.h"
 #include "jit/cujit.h"
 #include "sass/sass_audit.h"
 
@@ -58,15 +65,49 @@ nlohmann::json resource_usage(const std::string& text) {
           {"local_bytes", std::stoi(m[4])}};
 }
 
+// A private (0700) directory for the cubin cuobjdump reads, removed at the
+// end: no other user can swap the file between our write and its read.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/cujit-sass-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("could not create a temporary directory");
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// <variant>.<arch>.sass in DIR: names from the cache's metadata are made one
+// safe component (a variant "../x" stays in DIR), and the file is created new
+// (O_EXCL | O_NOFOLLOW) after removing what was there, so a link planted at
+// the name is removed, never written through.
+void save_sass(const jit::cache::DirFd& dir, const Variant& v, const std::string& sass) {
+  const std::string name = jit::cache::safe_file_name(fmt::format("{}.{}.sass", v.name, v.arch));
+  if (unlinkat(dir.get(), name.c_str(), 0) != 0 && errno != ENOENT) {
+    throw std::runtime_error(fmt::format("cannot replace {}: {}", name, std::strerror(errno)));
+  }
+  jit::cache::write_new_file(dir, name, sass);
+}
+
 // save_dir: when not empty, each variant's SASS is also written there as
 // <variant>.<arch>.sass, for reading or for --sass later.
 std::vector<Variant> variants_in_cache(const std::string& root, const std::string& cuobjdump,
                                        const std::string& filter, const std::string& save_dir) {
   std::vector<Variant> out;
-  char temp_name[] = "/tmp/cujit-sass-XXXXXX";
-  const int fd = mkstemp(temp_name);
-  if (fd < 0) throw std::runtime_error("could not create a temporary file");
-  close(fd);
+  const ScratchDir scratch;
+  const std::string temp_name = (scratch.path() / "entry.cubin").string();
+  std::optional<jit::cache::DirFd> save;
+  if (!save_dir.empty()) save = jit::cache::open_directory(save_dir);
   for (const jit::cache::CacheFile& file : jit::cache::scan_cache(root).files) {
     if (file.kind != jit::cache::CacheFileKind::cubin || !file.regular) continue;
     const auto contents = jit::cache::read_file_with_identity(file.path);
@@ -76,16 +117,19 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
       std::cerr << "cujit-sass: skipping " << file.relative << ": not a valid cache entry\n";
       continue;
     }
+    // decode refuses an entry whose variant or arch is not a string; numbers
+    // of the wrong type read as 0.
+    const jit::cache::Field<std::string> variant = jit::cache::string_field(entry->meta, "variant");
     Variant v;
-    v.name = entry->meta.value("variant", file.relative);
-    v.arch = entry->meta.value("arch", "");
+    v.name = variant.state == jit::cache::FieldState::ok ? variant.value : file.relative;
+    v.arch = jit::cache::string_field(entry->meta, "arch").value;
     if (!filter.empty() && v.name.find(filter) == std::string::npos) continue;
-    std::ofstream(temp_name, std::ios::binary) << entry->payload;
+    std::ofstream(temp_name, std::ios::binary | std::ios::trunc) << entry->payload;
     v.resources = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, temp_name)));
-    v.resources["spill_store_bytes"] = entry->meta.value("spill_store_bytes", 0);
-    v.resources["spill_load_bytes"] = entry->meta.value("spill_load_bytes", 0);
+    v.resources["spill_store_bytes"] = jit::cache::integer_field(entry->meta, "spill_store_bytes").value;
+    v.resources["spill_load_bytes"] = jit::cache::integer_field(entry->meta, "spill_load_bytes").value;
     const std::string sass = run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, temp_name));
-    if (!save_dir.empty()) std::ofstream(fmt::format("{}/{}.{}.sass", save_dir, v.name, v.arch)) << sass;
+    if (save) save_sass(*save, v, sass);
     const auto functions = jit::sass::parse_sass(sass);
     for (const auto& f : functions) {
       if (f.instructions.empty()) continue;
@@ -93,7 +137,6 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
       out.push_back(v);
     }
   }
-  unlink(temp_name);
   return out;
 }
 

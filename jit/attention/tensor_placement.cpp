@@ -8,8 +8,12 @@
 namespace jit::detail {
 namespace {
 
-void check_one(const char* name, const void* data, const DeviceInfo& device) {
-  if (data == nullptr) return;  // an empty view or no LSE: nothing is accessed
+// `accessed`: the kernel reads or writes through `data` (a non-empty view, or
+// an LSE that was asked for); only then is its memory checked, and a NULL
+// pointer is refused rather than skipped.
+void check_one(const char* name, const void* data, bool accessed, const DeviceInfo& device) {
+  if (!accessed) return;
+  if (data == nullptr) throw Error(ErrorCode::InvalidArgument, fmt::format("{} is a null pointer", name));
   // One query for all three: unlike cuPointerGetAttribute, this does not fail
   // for an address the driver does not know; the attributes stay zero.
   unsigned memory_type = 0;
@@ -37,11 +41,11 @@ void check_one(const char* name, const void* data, const DeviceInfo& device) {
 
 void check_placement(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                      const float* lse, const DeviceInfo& device) {
-  check_one("q", q.data, device);
-  check_one("k", k.data, device);
-  check_one("v", v.data, device);
-  check_one("out", out.data, device);
-  check_one("lse", lse, device);
+  check_one("q", q.data, q.numel() != 0, device);
+  check_one("k", k.data, k.numel() != 0, device);
+  check_one("v", v.data, v.numel() != 0, device);
+  check_one("out", out.data, out.numel() != 0, device);
+  check_one("lse", lse, lse != nullptr, device);
 }
 
 }  // namespace jit::detail

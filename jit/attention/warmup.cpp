@@ -12,6 +12,7 @@
 
 #include "autotune/prune.h"
 #include "autotune/tuner.h"
+#include "cache/bounded_json.h"
 #include "jit/attention.h"
 #include "jit/attention/family_registry.h"
 #include "jit/attention/warmup_shapes.h"
@@ -65,7 +66,7 @@ AttentionShape parse_attention_shape(const std::string& text) {
 }
 
 std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text) {
-  const Json manifest = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  const Json manifest = cache::parse_bounded_json(json_text, cache::kWarmupManifestLimits).value_or(nullptr);
   if (!manifest.is_object() || !manifest.contains("shapes") || !manifest["shapes"].is_array()) {
     invalid("the manifest must be a JSON object with a \"shapes\" array");
   }

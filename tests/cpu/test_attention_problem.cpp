@@ -301,6 +301,44 @@ TEST(ValidateAttention, RejectsNegativeSizes) {
   }
 }
 
+// [32768, 32768, 2^28, 64]: 2^64 elements, which a wrapping count made 0, so
+// the view passed as empty whatever its pointer, strides and alignment.
+TEST(ValidateAttention, RejectsAShapeWhoseElementCountOverflowsNamingTheTensor) {
+  const TensorView huge{nullptr, DType::f16, {32768, 32768, std::int64_t{1} << 28, 64}, {0, 0, 0, 0}};
+  for (const char* name : {"q", "k", "v", "out"}) {
+    Tensors t = valid_bhsd();
+    TensorView& view = name[0] == 'q' ? t.q : name[0] == 'k' ? t.k : name[0] == 'v' ? t.v : t.out;
+    view = huge;  // each view is checked on its own before any is compared with another
+    expect_invalid(t, {std::string(name) + "'s shape [32768, 32768, 268435456, 64]", "more elements"});
+  }
+  // Odd strides and a misaligned pointer on the same shape: still the count.
+  Tensors t = valid_bhsd();
+  t.q = TensorView{fake(kQ + 3), DType::f16, {32768, 32768, std::int64_t{1} << 28, 64}, {7, 5, 3, 1}};
+  expect_invalid(t, {"q's shape", "more elements"});
+  EXPECT_THROW((void)t.q.numel(), jit::Error);
+  EXPECT_EQ((TensorView{nullptr, DType::f16, {0, INT64_MAX, INT64_MAX, 64}, {}}.numel()), 0);
+}
+
+TEST(ValidateAttention, RejectsStridesWhoseByteExtentOverflows) {
+  Tensors t = valid_bhsd();
+  t.out.strides[0] = std::numeric_limits<std::int64_t>::max() - 7;  // a multiple of 8 that overflows the byte count
+  expect_invalid(t, {"out's shape [2, 4, 128, 64] and strides", "address space"});
+  t = valid_bhsd();
+  // Each stride fits; the last element's offset, 2^62 + 3 x 2^62, does not.
+  t.k.strides[0] = t.k.strides[1] = t.v.strides[0] = t.v.strides[1] = std::int64_t{1} << 62;
+  expect_invalid(t, {"k's shape", "address space"});
+  // The end of the address space: the extent itself fits, the address does not.
+  t = valid_bhsd(1, 1, 1, 1, 1, 64);
+  t.q.data = fake(std::numeric_limits<std::uintptr_t>::max() - 15);
+  expect_invalid(t, {"q's shape [1, 1, 1, 64]", "address space"});
+}
+
+TEST(TensorView, ContiguousFactoriesRefuseStridesThatOverflow) {
+  EXPECT_THROW((void)TensorView::bhsd(fake(kQ), DType::f16, 1, 32768, std::int64_t{1} << 40, 1 << 20), jit::Error);
+  EXPECT_THROW((void)TensorView::bshd(fake(kQ), DType::f16, 1, std::int64_t{1} << 40, 32768, 1 << 20), jit::Error);
+  EXPECT_EQ(TensorView::bhsd(fake(kQ), DType::f16, 2, 4, 128, 64).strides[0], 4 * 128 * 64);
+}
+
 // --- derived fields ------------------------------------------------------------
 
 TEST(ValidateAttention, CausalOffsets) {

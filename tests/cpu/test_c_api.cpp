@@ -70,6 +70,42 @@ TEST(CApi, OptionsReachTheLibrary) {
   EXPECT_NE(std::string(cujit_last_error()).find("scale"), std::string::npos) << cujit_last_error();
 }
 
+// The shape whose element count wrapped to 0 got past validation with a NULL
+// pointer, zero output strides, odd strides or a misaligned pointer (the
+// call came back "no device"); a stride near INT64_MAX overflowed the extent.
+TEST(CApi, ShapesAndStridesThatOverflowAreInvalidArgumentsNamingTheTensor) {
+  const cujit_tensor k = bhsd(1, 2, 16, 64, 1), v = bhsd(1, 2, 16, 64, 2);
+  cujit_tensor huge{};
+  huge.dtype = CUJIT_F16;
+  const std::int64_t shape[4] = {32768, 32768, std::int64_t{1} << 28, 64};
+  for (int i = 0; i < 4; ++i) huge.shape[i] = shape[i];
+  cujit_tensor odd = huge;
+  odd.data = reinterpret_cast<void*>(std::uintptr_t{0x1003});
+  odd.strides[0] = 7;
+  odd.strides[1] = 5;
+  odd.strides[2] = 3;
+  odd.strides[3] = 1;
+  const cujit_tensor ok_q = bhsd(1, 2, 16, 64, 0), ok_out = bhsd(1, 2, 16, 64, 3);
+  struct Case {
+    const cujit_tensor *q, *out;
+    const char* named;
+  };
+  for (const Case& c : {Case{&huge, &ok_out, "q's shape"}, Case{&odd, &ok_out, "q's shape"},
+                        Case{&ok_q, &huge, "out's shape"}}) {
+    EXPECT_EQ(cujit_attention(c.q, &k, &v, c.out, nullptr), CUJIT_INVALID_ARGUMENT) << cujit_last_error();
+    EXPECT_NE(std::string(cujit_last_error()).find(c.named), std::string::npos) << cujit_last_error();
+    EXPECT_NE(std::string(cujit_last_error()).find("more elements"), std::string::npos) << cujit_last_error();
+  }
+  cujit_tensor far = bhsd(2, 2, 16, 64, 3);
+  far.strides[0] = INT64_MAX - 7;
+  const cujit_tensor q2 = bhsd(2, 2, 16, 64, 0), k2 = bhsd(2, 2, 16, 64, 1), v2 = bhsd(2, 2, 16, 64, 2);
+  EXPECT_EQ(cujit_attention(&q2, &k2, &v2, &far, nullptr), CUJIT_INVALID_ARGUMENT) << cujit_last_error();
+  EXPECT_NE(std::string(cujit_last_error()).find("out's shape [2, 2, 16, 64] and strides"), std::string::npos)
+      << cujit_last_error();
+  char buffer[64];
+  EXPECT_EQ(cujit_plan(&huge, &k, &v, &ok_out, nullptr, buffer, sizeof buffer), CUJIT_INVALID_ARGUMENT);
+}
+
 TEST(CApi, PlanRefusesAMissingBuffer) {
   const cujit_tensor t = bhsd(1, 2, 16, 64);
   EXPECT_EQ(cujit_plan(&t, &t, &t, &t, nullptr, nullptr, 0), CUJIT_INVALID_ARGUMENT);

@@ -1,7 +1,12 @@
 // Tests for cache/sha256, cache/cache_dir and cache/atomic_file.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <climits>
 
 #include <cstdlib>
 #include <filesystem>
@@ -214,6 +219,54 @@ TEST_F(CacheDirTest, WriteAtomicFailureThrows) {
     ++count;
   }
   EXPECT_EQ(count, 1);
+}
+
+// `ulimit -f` with SIGXFSZ at its default action: the write past the limit
+// used to kill the process and leave the temp file for an hour. Now the store
+// fails with EFBIG, removes its temp file, and the process lives on with the
+// signal neither delivered later nor left pending.
+TEST_F(CacheDirTest, WritePastTheFileSizeLimitFailsCleanlyInsteadOfKilling) {
+  const fs::path dir = tmp_ / "limited";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGXFSZ, SIG_DFL);
+    const rlimit limit{4096, 4096};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    int code = 3;
+    try {
+      write_file_atomic(dir / "big", std::string(64 * 1024, 'x'));
+      code = 1;  // the limit did not apply
+    } catch (const CacheError& e) {
+      code = std::string(e.what()).find("too large") != std::string::npos ? 0 : 2;  // EFBIG: "File too large"
+    }
+    sigset_t pending;
+    sigpending(&pending);
+    if (sigismember(&pending, SIGXFSZ)) code = 4;
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_FALSE(WIFSIGNALED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: written anyway, 2: another error, 4: SIGXFSZ left pending";
+  EXPECT_TRUE(fs::is_empty(dir)) << "the temp file was left behind";
+}
+
+// A root longer than PATH_MAX used to fail only after creating the
+// directories that fit (41 of them): nothing is created now.
+TEST_F(CacheDirTest, RootLongerThanPathMaxCreatesNothing) {
+  fs::path root = tmp_ / "first";
+  while (root.native().size() <= PATH_MAX) root /= std::string(100, 'd');
+  try {
+    ensure_private_dir(root / "cubin");
+    FAIL() << "a path of " << root.native().size() << " bytes was accepted";
+  } catch (const CacheError& e) {
+    EXPECT_NE(std::string(e.what()).find("longer than the system's limit"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp_ / "first"));
+  fs::path long_name = tmp_ / std::string(NAME_MAX + 1, 'n') / "cache";
+  EXPECT_THROW(ensure_private_dir(long_name), CacheError);
+  EXPECT_TRUE(fs::is_empty(tmp_));
 }
 
 TEST_F(CacheDirTest, ReadRegularFileRefusesOthers) {
