@@ -76,7 +76,7 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
   for (const auto& p : previous) {
     if (std::none_of(all.begin(), all.end(), [&](const auto& c) { return c.config == p.config; })) all.push_back(p);
   }
-  if (const auto& root = detail::cache_root()) {
+  if (const auto& root = detail::cache_root_dir()) {
     // A record that cannot be written costs a re-tune in the next process,
     // never this call.
     try {
@@ -94,7 +94,7 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
 // timings go to `previous`.
 std::optional<Json> recorded_winner(const Json& key, const std::vector<Json>& kept,
                                     std::vector<autotune::TimedCandidate>& previous) {
-  const auto& root = detail::cache_root();
+  const auto& root = detail::cache_root_dir();
   if (!root) return std::nullopt;
   const std::optional<Json> record = cache::TuningDb(*root).load(key);
   if (!record) return std::nullopt;
@@ -144,9 +144,9 @@ Json choose_uncached(const KernelFamily& family, const Json& spec, const Json& k
   // One tuning per key per cache directory: other processes wait here, then
   // find the record this one wrote.
   std::optional<cache::FileLock> lock;
-  if (const auto& root = detail::cache_root()) {
+  if (const auto& root = detail::cache_root_dir()) {
     try {
-      lock.emplace(*root / "locks" / (cache::sha256_hex(key.dump()) + ".lock"));
+      lock.emplace(*root->open_subdir("locks", /*create=*/true), cache::sha256_hex(key.dump()) + ".lock");
     } catch (const cache::UntrustedCacheDir&) {
       throw;
     } catch (const cache::CacheError& e) {
