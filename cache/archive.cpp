@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -28,6 +27,7 @@
 #include "cache/sha256.h"
 #include "cache/trusted_dir.h"
 #include "cache/tuning_db.h"
+#include "cache/zstd_stream.h"
 
 namespace jit::cache {
 
@@ -42,7 +42,6 @@ constexpr std::size_t kDigestLen = 32;
 constexpr std::size_t kTrailerLen = kSignatureBlockLen + kDigestLen;
 constexpr unsigned char kUnsigned = 0, kEd25519 = 1;
 constexpr const char* kFormatName = "cujit-cache-archive";
-constexpr int kCompressionLevel = 6;
 
 // ---------------------------------------------------------------- helpers
 
@@ -59,39 +58,6 @@ std::uint64_t get_le(const char* p, int n) {
   for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(static_cast<unsigned char>(p[i])) << (8 * i);
   return v;
 }
-
-using Sink = std::function<void(std::string_view)>;
-
-// Streams bytes into one zstd frame (content checksum on).
-class Compressor {
- public:
-  explicit Compressor(Sink sink) : cctx_(ZSTD_createCCtx(), &ZSTD_freeCCtx), sink_(std::move(sink)) {
-    if (!cctx_) throw CacheError("cannot create a zstd compression context (out of memory)");
-    check(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, kCompressionLevel));
-    check(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_checksumFlag, 1));
-    buf_.resize(ZSTD_CStreamOutSize());
-  }
-  void write(std::string_view data) { run(data, ZSTD_e_continue); }
-  void end() { run({}, ZSTD_e_end); }
-
- private:
-  static std::size_t check(std::size_t ret) {
-    if (ZSTD_isError(ret)) throw CacheError(fmt::format("zstd compression failed: {}", ZSTD_getErrorName(ret)));
-    return ret;
-  }
-  void run(std::string_view data, ZSTD_EndDirective mode) {
-    ZSTD_inBuffer in{data.data(), data.size(), 0};
-    for (;;) {
-      ZSTD_outBuffer out{buf_.data(), buf_.size(), 0};
-      const std::size_t left = check(ZSTD_compressStream2(cctx_.get(), &out, &in, mode));
-      if (out.pos > 0) sink_(std::string_view(buf_.data(), out.pos));
-      if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) return;
-    }
-  }
-  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx_;
-  Sink sink_;
-  std::string buf_;
-};
 
 struct ManifestEntry {
   std::string relative;
@@ -122,32 +88,6 @@ std::string manifest_prefix(const std::vector<ManifestEntry>& entries) {
 std::string signature_block(const Digest& stream_digest, const std::filesystem::path& sign_key) {
   if (sign_key.empty()) return std::string(kSignatureBlockLen, '\0');
   return static_cast<char>(kEd25519) + sign_archive_digest(stream_digest, sign_key);
-}
-
-void write_all(int fd, const char* p, std::size_t n, const std::string& what) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw CacheError(fmt::format("{}: write failed: {}", what, detail::errno_text(errno)));
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-}
-
-void pread_all(int fd, char* p, std::size_t n, std::uint64_t offset, const std::string& what) {
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw CacheError(fmt::format("{}: read failed: {}", what, detail::errno_text(errno)));
-    }
-    if (r == 0) throw CacheError(fmt::format("{}: the file ended early (it changed while being read)", what));
-    p += r;
-    n -= static_cast<std::size_t>(r);
-    offset += static_cast<std::uint64_t>(r);
-  }
 }
 
 // ---------------------------------------------------------------- reading
@@ -236,6 +176,12 @@ class ArchiveFileIn {
   bool is_signed() const { return is_signed_; }
   bool signature_verified() const { return signature_verified_; }
 
+  // The compressed stream, decompressed in order; its errors name this archive.
+  ZstdReader stream() const {
+    return ZstdReader(fd_.get(), stream_begin(), stream_end(), name_,
+                      [this](const std::string& what) { return corrupt(what); });
+  }
+
   CacheError corrupt(const std::string& what) const {
     return CacheError(fmt::format("cache archive {} is corrupt: {}{}", name_, what, outcome()));
   }
@@ -255,76 +201,6 @@ class ArchiveFileIn {
   bool signature_verified_ = false;
 };
 
-// The decompressed stream of an archive, read in order.
-class StreamReader {
- public:
-  explicit StreamReader(const ArchiveFileIn& file)
-      : file_(file), dctx_(ZSTD_createDCtx(), &ZSTD_freeDCtx), pos_(file.stream_begin()) {
-    if (!dctx_) throw CacheError("cannot create a zstd decompression context (out of memory)");
-    inbuf_.resize(ZSTD_DStreamInSize());
-    stage_.resize(ZSTD_DStreamOutSize());
-  }
-
-  // Exactly n bytes, or CacheError (truncated / corrupt).
-  void read(char* dst, std::size_t n, const char* what) {
-    while (n > 0) {
-      if (stage_pos_ == stage_len_ && !fill()) {
-        throw file_.corrupt(fmt::format("the data ends inside {}", what));
-      }
-      const std::size_t take = std::min(n, stage_len_ - stage_pos_);
-      std::memcpy(dst, stage_.data() + stage_pos_, take);
-      stage_pos_ += take;
-      dst += take;
-      n -= take;
-    }
-  }
-
-  // Nothing may follow the last file, and the zstd frame must be complete.
-  void expect_end() {
-    if (stage_pos_ != stage_len_ || fill()) throw file_.corrupt("there is data after the last file of the manifest");
-    if (last_ret_ != 0) throw file_.corrupt("the compressed stream is incomplete");
-  }
-
- private:
-  bool fill() {
-    for (;;) {
-      if (in_.pos == in_.size && !pending_) {
-        if (pos_ >= file_.stream_end()) return false;
-        const std::size_t n =
-            static_cast<std::size_t>(std::min<std::uint64_t>(inbuf_.size(), file_.stream_end() - pos_));
-        pread_all(file_.fd(), inbuf_.data(), n, pos_, file_.name());
-        pos_ += n;
-        in_ = ZSTD_inBuffer{inbuf_.data(), n, 0};
-      }
-      ZSTD_outBuffer out{stage_.data(), stage_.size(), 0};
-      const std::size_t in_before = in_.pos;
-      const std::size_t ret = ZSTD_decompressStream(dctx_.get(), &out, &in_);
-      if (ZSTD_isError(ret)) {
-        throw file_.corrupt(fmt::format("zstd cannot decompress it ({})", ZSTD_getErrorName(ret)));
-      }
-      last_ret_ = ret;
-      const bool had_pending = pending_;
-      pending_ = out.pos == out.size;
-      stage_pos_ = 0;
-      stage_len_ = out.pos;
-      if (out.pos > 0) return true;
-      if (in_.pos == in_before && in_.pos < in_.size && !had_pending) {
-        throw file_.corrupt("zstd makes no progress on it");
-      }
-    }
-  }
-
-  const ArchiveFileIn& file_;
-  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx_;
-  std::uint64_t pos_;
-  std::string inbuf_;
-  ZSTD_inBuffer in_{nullptr, 0, 0};
-  std::string stage_;
-  std::size_t stage_pos_ = 0, stage_len_ = 0;
-  bool pending_ = false;
-  std::size_t last_ret_ = 0;
-};
-
 bool is_lower_hex64(const std::string& s) {
   return s.size() == 64 &&
          std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -338,7 +214,7 @@ std::uint64_t expansion_limit(const ArchiveFileIn& file) {
 
 // Reads and validates the manifest (paths, sizes, hashes, duplicates, the
 // total) before any file's bytes are read.
-std::vector<ManifestEntry> read_manifest(StreamReader& in, const ArchiveFileIn& file, const ImportOptions& options) {
+std::vector<ManifestEntry> read_manifest(ZstdReader& in, const ArchiveFileIn& file, const ImportOptions& options) {
   char len_bytes[8];
   in.read(len_bytes, 8, "the manifest length");
   const std::uint64_t len = get_le(len_bytes, 8);
@@ -411,7 +287,7 @@ std::vector<ManifestEntry> read_manifest(StreamReader& in, const ArchiveFileIn& 
 }
 
 // One file's bytes, checked against its manifest entry and its own format.
-std::string read_checked_file(StreamReader& in, const ArchiveFileIn& file, const ManifestEntry& e) {
+std::string read_checked_file(ZstdReader& in, const ArchiveFileIn& file, const ManifestEntry& e) {
   std::string bytes(static_cast<std::size_t>(e.size), '\0');
   in.read(bytes.data(), bytes.size(), e.relative.c_str());
   if (sha256_hex(bytes) != e.sha256) {
@@ -504,10 +380,10 @@ std::string encode_archive(const std::vector<ArchiveFile>& files, const std::fil
   std::string out;
   write_container(
       [&](const Sink& sink) {
-        Compressor manifest(sink);
+        ZstdCompressor manifest(sink);
         manifest.write(manifest_prefix(entries));
         manifest.end();
-        Compressor body(sink);
+        ZstdCompressor body(sink);
         for (const ArchiveFile& f : files) body.write(f.bytes);
         body.end();
       },
@@ -524,7 +400,7 @@ ExportReport export_archive(const std::filesystem::path& root, const std::filesy
   ScratchFile body(dir.get(), archive);
   std::vector<ManifestEntry> entries;
   {
-    Compressor c([&](std::string_view bytes) { body.write(bytes); });
+    ZstdCompressor c([&](std::string_view bytes) { body.write(bytes); });
     for (const CacheFile& f : scan.files) {
       if (f.kind != CacheFileKind::cubin && f.kind != CacheFileKind::tuning) continue;
       const bool cubin = f.kind == CacheFileKind::cubin;
@@ -561,7 +437,7 @@ ExportReport export_archive(const std::filesystem::path& root, const std::filesy
   AtomicFileWriter out(dir.get(), archive.filename().string(), "cache archive " + archive.string());
   write_container(
       [&](const Sink& sink) {
-        Compressor manifest(sink);
+        ZstdCompressor manifest(sink);
         manifest.write(manifest_prefix(entries));
         manifest.end();
         body.copy_to(sink);
@@ -583,7 +459,7 @@ ImportReport import_archive(const std::filesystem::path& archive, const std::fil
   report.signature_verified = file.signature_verified();
   std::set<std::string> dirs;
   {
-    StreamReader in(file);
+    ZstdReader in = file.stream();
     for (const ManifestEntry& e : read_manifest(in, file, options)) {
       const std::string bytes = read_checked_file(in, file, e);
       report.bytes += bytes.size();
@@ -604,7 +480,7 @@ ImportReport import_archive(const std::filesystem::path& archive, const std::fil
   // then what was published so far was checked, and the rest is not written).
   file.start_publishing();
   try {
-    StreamReader in(file);
+    ZstdReader in = file.stream();
     for (const ManifestEntry& e : read_manifest(in, file, options)) {
       const std::string bytes = read_checked_file(in, file, e);
       const auto [dir_name, name] = split_relative(e.relative);
