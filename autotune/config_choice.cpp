@@ -143,7 +143,7 @@ Json choose_uncached(const KernelFamily& family, const Json& spec, const Json& k
   std::optional<cache::FileLock> lock;
   if (context.cache_root) {
     try {
-      lock.emplace(*context.cache_root / "locks" / (cache::sha256_hex(key.dump()) + ".lock"));
+      lock.emplace(*context.cache_root->open_subdir("locks", /*create=*/true), cache::sha256_hex(key.dump()) + ".lock");
     } catch (const cache::UntrustedCacheDir&) {
       throw;
     } catch (const cache::CacheError& e) {

@@ -12,6 +12,7 @@
 
 #include "autotune/timing.h"
 #include "autotune/tuning_log.h"
+#include "cache/trusted_dir.h"
 #include "core/kernel_family.h"
 
 namespace jit::autotune {
@@ -29,7 +30,7 @@ struct ChoiceContext {
   Mode mode = Mode::full;
   unsigned compile_threads = 1;
   bool capturing = false;         // the stream is being captured into a CUDA graph
-  std::optional<std::filesystem::path> cache_root;  // no tuning DB or lock without one
+  std::optional<cache::TrustedDir> cache_root;  // checked; no tuning DB or lock without one
   std::string cujit_version, nvrtc_version;         // part of the tune key
 };
 

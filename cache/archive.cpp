@@ -1,16 +1,15 @@
 #include "cache/archive.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -19,23 +18,31 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cache/archive_signature.h"
 #include "cache/atomic_file.h"
 #include "cache/bounded_json.h"
-#include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/cache_scan.h"
+#include "cache/cubin_store.h"
 #include "cache/fs_detail.h"
 #include "cache/sha256.h"
+#include "cache/trusted_dir.h"
+#include "cache/tuning_db.h"
+#include "cache/zstd_stream.h"
 
 namespace jit::cache {
 
 namespace {
 
+using detail::Fd;
+
 constexpr char kMagic[8] = {'C', 'U', 'J', 'I', 'T', 'A', 'R', '\0'};
 constexpr std::size_t kHeaderLen = sizeof kMagic + 4;
-constexpr std::size_t kTrailerLen = 32;
+constexpr std::size_t kSignatureBlockLen = 1 + kArchiveSignatureBytes;
+constexpr std::size_t kDigestLen = 32;
+constexpr std::size_t kTrailerLen = kSignatureBlockLen + kDigestLen;
+constexpr unsigned char kUnsigned = 0, kEd25519 = 1;
 constexpr const char* kFormatName = "cujit-cache-archive";
-constexpr int kCompressionLevel = 6;
 
 // ---------------------------------------------------------------- helpers
 
@@ -53,74 +60,12 @@ std::uint64_t get_le(const char* p, int n) {
   return v;
 }
 
-// Incremental SHA-256 (the whole-archive checksum is computed while streaming).
-class Sha256Stream {
- public:
-  Sha256Stream() : ctx_(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
-    if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr) != 1) fail();
-  }
-  void update(const void* data, std::size_t n) {
-    if (n > 0 && EVP_DigestUpdate(ctx_.get(), data, n) != 1) fail();
-  }
-  Digest finish() {
-    Digest d{};
-    unsigned int len = 0;
-    if (EVP_DigestFinal_ex(ctx_.get(), d.data(), &len) != 1 || len != d.size()) fail();
-    return d;
-  }
-
- private:
-  [[noreturn]] static void fail() {
-    throw CacheError("SHA-256 failed in OpenSSL (EVP_Digest*); check the OpenSSL installation and configuration");
-  }
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
-};
-
-using Sink = std::function<void(const char*, std::size_t)>;
-
-// Streams bytes into one zstd frame (content checksum on).
-class Compressor {
- public:
-  explicit Compressor(Sink sink) : cctx_(ZSTD_createCCtx(), &ZSTD_freeCCtx), sink_(std::move(sink)) {
-    if (!cctx_) throw CacheError("cannot create a zstd compression context (out of memory)");
-    check(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_compressionLevel, kCompressionLevel));
-    check(ZSTD_CCtx_setParameter(cctx_.get(), ZSTD_c_checksumFlag, 1));
-    buf_.resize(ZSTD_CStreamOutSize());
-  }
-  void write(std::string_view data) { run(data, ZSTD_e_continue); }
-  void end() { run({}, ZSTD_e_end); }
-
- private:
-  static std::size_t check(std::size_t ret) {
-    if (ZSTD_isError(ret)) throw CacheError(fmt::format("zstd compression failed: {}", ZSTD_getErrorName(ret)));
-    return ret;
-  }
-  void run(std::string_view data, ZSTD_EndDirective mode) {
-    ZSTD_inBuffer in{data.data(), data.size(), 0};
-    for (;;) {
-      ZSTD_outBuffer out{buf_.data(), buf_.size(), 0};
-      const std::size_t left = check(ZSTD_compressStream2(cctx_.get(), &out, &in, mode));
-      if (out.pos > 0) sink_(buf_.data(), out.pos);
-      if (mode == ZSTD_e_end ? left == 0 : in.pos == in.size) return;
-    }
-  }
-  std::unique_ptr<ZSTD_CCtx, decltype(&ZSTD_freeCCtx)> cctx_;
-  Sink sink_;
-  std::string buf_;
-};
-
 struct ManifestEntry {
   std::string relative;
   std::uint64_t size = 0;
   std::string sha256;
+  bool cubin() const { return classify_relative_path(relative) == CacheFileKind::cubin; }
 };
-
-std::string manifest_text(const std::vector<ManifestEntry>& entries) {
-  nlohmann::json files = nlohmann::json::array();
-  for (const ManifestEntry& e : entries) files.push_back({{"path", e.relative}, {"size", e.size}, {"sha256", e.sha256}});
-  const nlohmann::json manifest = {{"format", kFormatName}, {"version", kArchiveFormatVersion}, {"files", files}};
-  return manifest.dump();
-}
 
 std::string header_bytes() {
   std::string h(kMagic, sizeof kMagic);
@@ -130,65 +75,25 @@ std::string header_bytes() {
 
 // u64 length + manifest, as the first bytes of the decompressed stream.
 std::string manifest_prefix(const std::vector<ManifestEntry>& entries) {
-  const std::string text = manifest_text(entries);
+  nlohmann::json files = nlohmann::json::array();
+  for (const ManifestEntry& e : entries) files.push_back({{"path", e.relative}, {"size", e.size}, {"sha256", e.sha256}});
+  const std::string text =
+      nlohmann::json{{"format", kFormatName}, {"version", kArchiveFormatVersion}, {"files", files}}.dump();
   std::string out;
   put_u64(out, text.size());
   out += text;
   return out;
 }
 
-void write_all(int fd, const char* p, std::size_t n, const std::string& what) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw CacheError(fmt::format("{}: write failed: {}", what, detail::errno_text(errno)));
-    }
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
+// The signature kind and signature for a stream digest.
+std::string signature_block(const Digest& stream_digest, const std::filesystem::path& sign_key) {
+  if (sign_key.empty()) return std::string(kSignatureBlockLen, '\0');
+  return static_cast<char>(kEd25519) + sign_archive_digest(stream_digest, sign_key);
 }
-
-void pread_all(int fd, char* p, std::size_t n, std::uint64_t offset, const std::string& what) {
-  while (n > 0) {
-    const ssize_t r = ::pread(fd, p, n, static_cast<off_t>(offset));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw CacheError(fmt::format("{}: read failed: {}", what, detail::errno_text(errno)));
-    }
-    if (r == 0) throw CacheError(fmt::format("{}: the file ended early (it changed while being read)", what));
-    p += r;
-    n -= static_cast<std::size_t>(r);
-    offset += static_cast<std::uint64_t>(r);
-  }
-}
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  void reset(int fd) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-  int release() {
-    const int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-
- private:
-  int fd_;
-};
 
 // ---------------------------------------------------------------- reading
 
-// The archive opened for import: header checked, and the whole-file checksum.
+// The archive opened for import: header, whole-file checksum and signature.
 class ArchiveFileIn {
  public:
   explicit ArchiveFileIn(const std::filesystem::path& path) : name_(path.string()) {
@@ -216,35 +121,73 @@ class ArchiveFileIn {
           "version of cujit-cache; nothing was imported",
           name_, version, kArchiveFormatVersion));
     }
-    if (size_ < kHeaderLen + kTrailerLen) throw corrupt("it is truncated (shorter than its header and checksum)");
+    if (size_ < kHeaderLen + kTrailerLen) throw corrupt("it is truncated (shorter than its header and trailer)");
   }
 
   int fd() const { return fd_.get(); }
   const std::string& name() const { return name_; }
+  std::uint64_t size() const { return size_; }
   std::uint64_t stream_begin() const { return kHeaderLen; }
   std::uint64_t stream_end() const { return size_ - kTrailerLen; }
 
-  // Every byte before the trailer against the trailer: catches any flipped,
-  // missing or extra byte before anything is decompressed.
-  void verify_checksum() const {
-    Sha256Stream sha;
+  // Every byte before the trailing checksum against it (catches any flipped,
+  // missing or extra byte before anything is decompressed), then the
+  // signature: required, and by a trusted key, when trusted keys are given.
+  void verify(const std::vector<std::filesystem::path>& trusted_keys) {
+    Sha256Hasher whole, stream;
     std::string buf(1 << 16, '\0');
     for (std::uint64_t pos = 0; pos < stream_end();) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), stream_end() - pos));
       pread_all(fd_.get(), buf.data(), n, pos, name_);
-      sha.update(buf.data(), n);
+      whole.update(buf.data(), n);
+      stream.update(buf.data(), n);
       pos += n;
     }
     char trailer[kTrailerLen];
     pread_all(fd_.get(), trailer, kTrailerLen, stream_end(), name_);
-    const Digest d = sha.finish();
-    if (std::memcmp(d.data(), trailer, kTrailerLen) != 0) {
+    whole.update(trailer, kSignatureBlockLen);
+    const Digest d = whole.finish();
+    if (std::memcmp(d.data(), trailer + kSignatureBlockLen, kDigestLen) != 0) {
       throw corrupt("its SHA-256 checksum does not match (the file is truncated or has changed bytes)");
     }
+    const auto kind = static_cast<unsigned char>(trailer[0]);
+    const std::string_view signature(trailer + 1, kArchiveSignatureBytes);
+    if (kind == kUnsigned) {
+      if (signature.find_first_not_of('\0') != std::string_view::npos) throw corrupt("its unsigned trailer is not blank");
+    } else if (kind != kEd25519) {
+      throw corrupt(fmt::format("its signature kind {} is unknown", kind));
+    }
+    is_signed_ = kind == kEd25519;
+    if (trusted_keys.empty()) return;
+    if (!is_signed_) {
+      throw CacheError(fmt::format(
+          "cache archive {} is not signed, and trusted keys are configured (--trusted-key or "
+          "CUJIT_CACHE_TRUSTED_KEYS), so only archives signed by one of them are imported; export it with "
+          "`cujit-cache export --sign KEY.pem`; nothing was imported",
+          name_));
+    }
+    if (!archive_signature_verifies(stream.finish(), signature, trusted_keys)) {
+      throw CacheError(fmt::format(
+          "cache archive {} is signed, but not by any trusted key ({}); it was made elsewhere or has been "
+          "altered; nothing was imported",
+          name_, trusted_keys.size() == 1 ? trusted_keys.front().string() : fmt::format("{} keys", trusted_keys.size())));
+    }
+    signature_verified_ = true;
+  }
+  bool is_signed() const { return is_signed_; }
+  bool signature_verified() const { return signature_verified_; }
+
+  // The compressed stream, decompressed in order; its errors name this archive.
+  ZstdReader stream() const {
+    return ZstdReader(fd_.get(), stream_begin(), stream_end(), name_,
+                      [this](const std::string& what) { return corrupt(what); });
   }
 
   CacheError corrupt(const std::string& what) const {
     return CacheError(fmt::format("cache archive {} is corrupt: {}{}", name_, what, outcome()));
+  }
+  CacheError rejected(const std::string& what) const {
+    return CacheError(fmt::format("cache archive {} is rejected: {}{}", name_, what, outcome()));
   }
   // How a rejection ends: before publishing starts, nothing was written.
   std::string outcome() const { return publishing_ ? "" : "; nothing was imported"; }
@@ -255,76 +198,8 @@ class ArchiveFileIn {
   Fd fd_;
   std::uint64_t size_ = 0;
   bool publishing_ = false;
-};
-
-// The decompressed stream of an archive, read in order.
-class StreamReader {
- public:
-  explicit StreamReader(const ArchiveFileIn& file)
-      : file_(file), dctx_(ZSTD_createDCtx(), &ZSTD_freeDCtx), pos_(file.stream_begin()) {
-    if (!dctx_) throw CacheError("cannot create a zstd decompression context (out of memory)");
-    inbuf_.resize(ZSTD_DStreamInSize());
-    stage_.resize(ZSTD_DStreamOutSize());
-  }
-
-  // Exactly n bytes, or CacheError (truncated / corrupt).
-  void read(char* dst, std::size_t n, const char* what) {
-    while (n > 0) {
-      if (stage_pos_ == stage_len_ && !fill()) {
-        throw file_.corrupt(fmt::format("the data ends inside {}", what));
-      }
-      const std::size_t take = std::min(n, stage_len_ - stage_pos_);
-      std::memcpy(dst, stage_.data() + stage_pos_, take);
-      stage_pos_ += take;
-      dst += take;
-      n -= take;
-    }
-  }
-
-  // Nothing may follow the last file, and the zstd frame must be complete.
-  void expect_end() {
-    if (stage_pos_ != stage_len_ || fill()) throw file_.corrupt("there is data after the last file of the manifest");
-    if (last_ret_ != 0) throw file_.corrupt("the compressed stream is incomplete");
-  }
-
- private:
-  bool fill() {
-    for (;;) {
-      if (in_.pos == in_.size && !pending_) {
-        if (pos_ >= file_.stream_end()) return false;
-        const std::size_t n =
-            static_cast<std::size_t>(std::min<std::uint64_t>(inbuf_.size(), file_.stream_end() - pos_));
-        pread_all(file_.fd(), inbuf_.data(), n, pos_, file_.name());
-        pos_ += n;
-        in_ = ZSTD_inBuffer{inbuf_.data(), n, 0};
-      }
-      ZSTD_outBuffer out{stage_.data(), stage_.size(), 0};
-      const std::size_t in_before = in_.pos;
-      const std::size_t ret = ZSTD_decompressStream(dctx_.get(), &out, &in_);
-      if (ZSTD_isError(ret)) {
-        throw file_.corrupt(fmt::format("zstd cannot decompress it ({})", ZSTD_getErrorName(ret)));
-      }
-      last_ret_ = ret;
-      const bool had_pending = pending_;
-      pending_ = out.pos == out.size;
-      stage_pos_ = 0;
-      stage_len_ = out.pos;
-      if (out.pos > 0) return true;
-      if (in_.pos == in_before && in_.pos < in_.size && !had_pending) {
-        throw file_.corrupt("zstd makes no progress on it");
-      }
-    }
-  }
-
-  const ArchiveFileIn& file_;
-  std::unique_ptr<ZSTD_DCtx, decltype(&ZSTD_freeDCtx)> dctx_;
-  std::uint64_t pos_;
-  std::string inbuf_;
-  ZSTD_inBuffer in_{nullptr, 0, 0};
-  std::string stage_;
-  std::size_t stage_pos_ = 0, stage_len_ = 0;
-  bool pending_ = false;
-  std::size_t last_ret_ = 0;
+  bool is_signed_ = false;
+  bool signature_verified_ = false;
 };
 
 bool is_lower_hex64(const std::string& s) {
@@ -332,8 +207,15 @@ bool is_lower_hex64(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-// Reads and validates the manifest (paths, sizes, hashes, duplicates).
-std::vector<ManifestEntry> read_manifest(StreamReader& in, const ArchiveFileIn& file) {
+// The most the files of an archive of this size may expand to.
+std::uint64_t expansion_limit(const ArchiveFileIn& file) {
+  return file.size() > kArchiveExpansionFloorBytes / kArchiveMaxExpansion ? file.size() * kArchiveMaxExpansion
+                                                                           : kArchiveExpansionFloorBytes;
+}
+
+// Reads and validates the manifest (paths, sizes, hashes, duplicates, the
+// total) before any file's bytes are read.
+std::vector<ManifestEntry> read_manifest(ZstdReader& in, const ArchiveFileIn& file, const ImportOptions& options) {
   char len_bytes[8];
   in.read(len_bytes, 8, "the manifest length");
   const std::uint64_t len = get_le(len_bytes, 8);
@@ -357,6 +239,9 @@ std::vector<ManifestEntry> read_manifest(StreamReader& in, const ArchiveFileIn& 
 
   std::vector<ManifestEntry> entries;
   std::set<std::string> seen;
+  std::uint64_t total = 0;
+  const std::uint64_t expansion = expansion_limit(file);
+  const std::uint64_t limit = std::min(expansion, options.max_total_bytes);
   for (const nlohmann::json& f : *files) {
     if (!f.is_object()) throw file.corrupt("a manifest entry is not a JSON object");
     const auto path = f.find("path");
@@ -367,20 +252,31 @@ std::vector<ManifestEntry> read_manifest(StreamReader& in, const ArchiveFileIn& 
     e.relative = path->get<std::string>();
     if (!is_entry_relative_path(e.relative)) {
       std::string shown = e.relative.size() > 200 ? e.relative.substr(0, 200) + "..." : e.relative;
-      throw CacheError(fmt::format(
-          "cache archive {} is rejected: its manifest names the path {}, and only cubin/xx/<64 hex>.cubin and "
-          "tuning/<64 hex>.json are accepted (no '..', no absolute paths, nothing else){}",
-          file.name(), nlohmann::json(shown).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-          file.outcome()));
+      throw file.rejected(fmt::format(
+          "its manifest names the path {}, and only cubin/xx/<64 hex>.cubin and tuning/<64 hex>.json are accepted "
+          "(no '..', no absolute paths, nothing else)",
+          nlohmann::json(shown).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
     }
     if (!seen.insert(e.relative).second) throw file.corrupt(fmt::format("its manifest lists {} twice", e.relative));
     if (size == f.end() || !size->is_number_unsigned()) {
       throw file.corrupt(fmt::format("the manifest entry {} has no unsigned \"size\"", e.relative));
     }
     e.size = size->get<std::uint64_t>();
-    if (e.size > kArchiveMaxFileBytes) {
+    const std::uint64_t max = e.cubin() ? kMaxCubinEntryBytes : kMaxTuningRecordBytes;
+    if (e.size > max) {
       throw file.corrupt(fmt::format("the manifest entry {} claims {} bytes (at most {} are accepted)", e.relative,
-                                     e.size, kArchiveMaxFileBytes));
+                                     e.size, max));
+    }
+    total += e.size;  // at most ~28,000 entries of at most 64 MiB: no overflow
+    if (total > limit) {
+      throw file.rejected(
+          options.max_total_bytes <= expansion
+              ? fmt::format("its files add up to more than {} bytes, the cache's bound (CUJIT_CACHE_MAX_BYTES); raise "
+                            "the bound or import a smaller archive",
+                            limit)
+              : fmt::format("its files add up to more than {} bytes, over {} times the archive's {} bytes (a "
+                            "decompression bomb)",
+                            limit, kArchiveMaxExpansion, file.size()));
     }
     if (sha == f.end() || !sha->is_string() || !is_lower_hex64(sha->get<std::string>())) {
       throw file.corrupt(fmt::format("the manifest entry {} has no \"sha256\" of 64 lowercase hex digits", e.relative));
@@ -392,104 +288,62 @@ std::vector<ManifestEntry> read_manifest(StreamReader& in, const ArchiveFileIn& 
 }
 
 // One file's bytes, checked against its manifest entry and its own format.
-std::string read_checked_file(StreamReader& in, const ArchiveFileIn& file, const ManifestEntry& e) {
+std::string read_checked_file(ZstdReader& in, const ArchiveFileIn& file, const ManifestEntry& e) {
   std::string bytes(static_cast<std::size_t>(e.size), '\0');
   in.read(bytes.data(), bytes.size(), e.relative.c_str());
   if (sha256_hex(bytes) != e.sha256) {
     throw file.corrupt(fmt::format("{} does not match its SHA-256 in the manifest", e.relative));
   }
   const std::string hex = entry_hex_name(e.relative);
-  const bool cubin = classify_relative_path(e.relative) == CacheFileKind::cubin;
-  const std::string problem = cubin ? cubin_entry_problem(hex, bytes) : tuning_record_problem(hex, bytes);
+  const std::string problem = e.cubin() ? cubin_entry_problem(hex, bytes) : tuning_record_problem(hex, bytes);
   if (!problem.empty()) {
-    throw file.corrupt(fmt::format("{} is not a valid {}: {}", e.relative, cubin ? "cubin entry" : "tuning record",
+    throw file.corrupt(fmt::format("{} is not a valid {}: {}", e.relative, e.cubin() ? "cubin entry" : "tuning record",
                                    problem));
   }
   return bytes;
 }
 
+// "cubin/ab/<key>.cubin" -> {"cubin/ab", "<key>.cubin"}.
+std::pair<std::string, std::string> split_relative(const std::string& relative) {
+  const auto slash = relative.rfind('/');
+  return {relative.substr(0, slash), relative.substr(slash + 1)};
+}
+
 // ---------------------------------------------------------------- writing
 
-// The archive file being written: a temp file beside it, renamed on commit;
-// hashes everything written for the trailer.
-class ArchiveFileOut {
- public:
-  explicit ArchiveFileOut(const std::filesystem::path& path) : path_(path) {
-    std::filesystem::path dir = path.parent_path();
-    if (dir.empty()) dir = ".";
-    std::string tmpl = (dir / ("." + path.filename().string() + ".tmp.XXXXXX")).string();
-    fd_.reset(::mkstemp(tmpl.data()));
-    if (fd_.get() < 0) {
-      throw CacheError(fmt::format("cannot write cache archive {}: creating a temp file in {} failed: {}",
-                                   path.string(), dir.string(), detail::errno_text(errno)));
-    }
-    tmp_ = tmpl;
+// The directory an archive is written to, opened as the caller names it.
+Fd open_parent(const std::filesystem::path& archive) {
+  std::filesystem::path dir = archive.parent_path();
+  if (dir.empty()) dir = ".";
+  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    throw CacheError(fmt::format("cannot write cache archive {}: cannot open {}: {}", archive.string(), dir.string(),
+                                 detail::errno_text(errno)));
   }
-  ~ArchiveFileOut() {
-    if (!tmp_.empty()) ::unlink(tmp_.c_str());
-  }
-  ArchiveFileOut(const ArchiveFileOut&) = delete;
-  ArchiveFileOut& operator=(const ArchiveFileOut&) = delete;
+  return fd;
+}
 
-  void write(const char* p, std::size_t n) {
-    sha_.update(p, n);
-    write_all(fd_.get(), p, n, what());
-    size_ += n;
-  }
-
-  // Appends the checksum, syncs and renames over the target; returns the size.
-  std::uint64_t commit() {
-    const Digest d = sha_.finish();
-    write_all(fd_.get(), reinterpret_cast<const char*>(d.data()), d.size(), what());
-    size_ += d.size();
-    while (::fsync(fd_.get()) != 0) {
-      if (errno != EINTR) throw CacheError(fmt::format("{}: fsync failed: {}", what(), detail::errno_text(errno)));
-    }
-    if (::close(fd_.release()) != 0 && errno != EINTR) {
-      throw CacheError(fmt::format("{}: close failed: {}", what(), detail::errno_text(errno)));
-    }
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      throw CacheError(fmt::format("{}: rename over the target failed: {}", what(), detail::errno_text(errno)));
-    }
-    tmp_.clear();
-    return size_;
-  }
-
- private:
-  std::string what() const { return fmt::format("cannot write cache archive {}", path_.string()); }
-  std::filesystem::path path_;
-  std::string tmp_;
-  Fd fd_;
-  Sha256Stream sha_;
-  std::uint64_t size_ = 0;
-};
-
-// An anonymous scratch file (created beside the archive, unlinked at once)
-// that holds the compressed file bytes until the manifest is known.
+// An anonymous scratch file beside the archive (created O_EXCL, unlinked at
+// once) that holds the compressed file bytes until the manifest is known.
 class ScratchFile {
  public:
-  explicit ScratchFile(const std::filesystem::path& archive) {
-    std::filesystem::path dir = archive.parent_path();
-    if (dir.empty()) dir = ".";
-    std::string tmpl = (dir / ("." + archive.filename().string() + ".body.XXXXXX")).string();
-    fd_.reset(::mkstemp(tmpl.data()));
-    if (fd_.get() < 0) {
-      throw CacheError(fmt::format("cannot write cache archive {}: creating a scratch file in {} failed: {}",
-                                   archive.string(), dir.string(), detail::errno_text(errno)));
-    }
-    ::unlink(tmpl.c_str());
-    what_ = fmt::format("cannot write cache archive {} (scratch file)", archive.string());
+  ScratchFile(int dir_fd, const std::filesystem::path& archive)
+      : what_(fmt::format("cannot write cache archive {} (scratch file)", archive.string())) {
+    const std::string name = temp_file_name(archive.filename().string() + ".body");
+    fd_.reset(::openat(dir_fd, name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (fd_.get() < 0) throw CacheError(fmt::format("{}: {}", what_, detail::errno_text(errno)));
+    ::unlinkat(dir_fd, name.c_str(), 0);
   }
-  void write(const char* p, std::size_t n) {
-    write_all(fd_.get(), p, n, what_);
-    size_ += n;
+  void write(std::string_view bytes) {
+    write_all(fd_.get(), bytes.data(), bytes.size(), what_);
+    size_ += bytes.size();
   }
-  void copy_to(ArchiveFileOut& out) const {
+  void copy_to(const std::function<void(std::string_view)>& out) const {
     std::string buf(1 << 16, '\0');
     for (std::uint64_t pos = 0; pos < size_;) {
       const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), size_ - pos));
       pread_all(fd_.get(), buf.data(), n, pos, what_);
-      out.write(buf.data(), n);
+      out(std::string_view(buf.data(), n));
       pos += n;
     }
   }
@@ -500,46 +354,71 @@ class ScratchFile {
   std::uint64_t size_ = 0;
 };
 
+// Header, stream and trailer, given the stream as a producer: the stream
+// digest is signed, everything is checksummed.
+void write_container(const std::function<void(const Sink&)>& stream, const std::filesystem::path& sign_key,
+                     const Sink& out) {
+  Sha256Hasher whole, streamed;
+  const Sink both = [&](std::string_view bytes) {
+    whole.update(bytes);
+    streamed.update(bytes);
+    out(bytes);
+  };
+  both(header_bytes());
+  stream(both);
+  const std::string signature = signature_block(streamed.finish(), sign_key);
+  whole.update(signature);
+  out(signature);
+  const Digest d = whole.finish();
+  out(std::string_view(reinterpret_cast<const char*>(d.data()), d.size()));
+}
+
 }  // namespace
 
-std::string encode_archive(const std::vector<ArchiveFile>& files) {
+std::string encode_archive(const std::vector<ArchiveFile>& files, const std::filesystem::path& sign_key) {
   std::vector<ManifestEntry> entries;
   for (const ArchiveFile& f : files) entries.push_back({f.relative, f.bytes.size(), sha256_hex(f.bytes)});
-  std::string out = header_bytes();
-  {
-    Compressor c([&](const char* p, std::size_t n) { out.append(p, n); });
-    c.write(manifest_prefix(entries));
-    c.end();
-  }
-  {
-    Compressor c([&](const char* p, std::size_t n) { out.append(p, n); });
-    for (const ArchiveFile& f : files) c.write(f.bytes);
-    c.end();
-  }
-  const Digest d = sha256(out);
-  out.append(reinterpret_cast<const char*>(d.data()), d.size());
+  std::string out;
+  write_container(
+      [&](const Sink& sink) {
+        ZstdCompressor manifest(sink);
+        manifest.write(manifest_prefix(entries));
+        manifest.end();
+        ZstdCompressor body(sink);
+        for (const ArchiveFile& f : files) body.write(f.bytes);
+        body.end();
+      },
+      sign_key, [&](std::string_view bytes) { out.append(bytes); });
   return out;
 }
 
-ExportReport export_archive(const std::filesystem::path& root, const std::filesystem::path& archive) {
+ExportReport export_archive(const std::filesystem::path& root, const std::filesystem::path& archive,
+                            const ExportOptions& options) {
   ExportReport report;
-  ScratchFile body(archive);
+  const CacheScan scan = scan_cache(root);
+  for (const UntrustedSubtree& u : scan.untrusted) report.skipped.push_back({u.relative + "/", "untrusted: " + u.reason, false});
+  const Fd dir = open_parent(archive);
+  ScratchFile body(dir.get(), archive);
   std::vector<ManifestEntry> entries;
   {
-    Compressor c([&](const char* p, std::size_t n) { body.write(p, n); });
-    for (const CacheFile& f : scan_cache(root).files) {
+    ZstdCompressor c([&](std::string_view bytes) { body.write(bytes); });
+    for (const CacheFile& f : scan.files) {
       if (f.kind != CacheFileKind::cubin && f.kind != CacheFileKind::tuning) continue;
       const bool cubin = f.kind == CacheFileKind::cubin;
+      const std::uint64_t limit = cubin ? kMaxCubinEntryBytes : kMaxTuningRecordBytes;
+      std::string refused;
       std::optional<FileContents> contents;
       if (f.regular) {
-        contents = read_file_with_identity(f.path);
-        if (!contents && ::access(f.path.c_str(), F_OK) != 0) continue;  // vanished since the scan
+        contents = read_file_with_identity(f, limit, &refused);
+        if (!contents && refused.empty() && !f.dir->stat_entry(f.name)) continue;  // vanished since the scan
       }
       std::string problem;
-      if (!contents) {
-        problem = f.regular ? "unreadable" : "not a regular file";
-      } else if (contents->bytes.size() > kArchiveMaxFileBytes) {
-        problem = fmt::format("larger than {} bytes", kArchiveMaxFileBytes);
+      if (!f.regular) {
+        problem = "not a regular file";
+      } else if (!refused.empty()) {
+        problem = "untrusted file: " + refused;
+      } else if (!contents) {
+        problem = f.id.size > limit ? fmt::format("larger than {} bytes", limit) : "unreadable";
       } else {
         const std::string hex = entry_hex_name(f.relative);
         problem = cubin ? cubin_entry_problem(hex, contents->bytes) : tuning_record_problem(hex, contents->bytes);
@@ -556,52 +435,73 @@ ExportReport export_archive(const std::filesystem::path& root, const std::filesy
     }
     c.end();
   }
-  ArchiveFileOut out(archive);
-  const std::string header = header_bytes();
-  out.write(header.data(), header.size());
-  {
-    Compressor c([&](const char* p, std::size_t n) { out.write(p, n); });
-    c.write(manifest_prefix(entries));
-    c.end();
-  }
-  body.copy_to(out);
+  AtomicFileWriter out(dir.get(), archive.filename().string(), "cache archive " + archive.string());
+  write_container(
+      [&](const Sink& sink) {
+        ZstdCompressor manifest(sink);
+        manifest.write(manifest_prefix(entries));
+        manifest.end();
+        body.copy_to(sink);
+      },
+      options.sign_key, [&](std::string_view bytes) { out.write(bytes); });
   report.archive_bytes = out.commit();
+  report.is_signed = !options.sign_key.empty();
   return report;
 }
 
-ImportReport import_archive(const std::filesystem::path& archive, const std::filesystem::path& root) {
+ImportReport import_archive(const std::filesystem::path& archive, const std::filesystem::path& root,
+                            const ImportOptions& options) {
   ArchiveFileIn file(archive);
-  file.verify_checksum();
+  file.verify(options.trusted_keys);
 
   // Pass 1: check everything; nothing is written.
   ImportReport report;
+  report.is_signed = file.is_signed();
+  report.signature_verified = file.signature_verified();
+  std::set<std::string> dirs;
   {
-    StreamReader in(file);
-    for (const ManifestEntry& e : read_manifest(in, file)) {
+    ZstdReader in = file.stream();
+    for (const ManifestEntry& e : read_manifest(in, file, options)) {
       const std::string bytes = read_checked_file(in, file, e);
       report.bytes += bytes.size();
-      if (classify_relative_path(e.relative) == CacheFileKind::cubin) ++report.cubins;
+      if (e.cubin()) ++report.cubins;
       else ++report.tuning_records;
+      dirs.insert(split_relative(e.relative).first);
     }
     in.expect_end();
   }
 
+  // Every directory it will write, opened and checked before any file is:
+  // an untrusted one (a symlink, another user's) stops the import here.
+  const TrustedDir top = TrustedDir::open_root(root, /*create=*/true);
+  std::map<std::string, TrustedDir> opened;
+  for (const std::string& d : dirs) opened.emplace(d, *top.open_subdir(d, /*create=*/true));
+
   // Pass 2: publish, re-checking each file (the archive could change under us;
   // then what was published so far was checked, and the rest is not written).
-  ensure_private_dir(root);
   file.start_publishing();
   try {
-    StreamReader in(file);
-    const std::vector<ManifestEntry> entries = read_manifest(in, file);
-    for (const ManifestEntry& e : entries) {
+    ZstdReader in = file.stream();
+    for (const ManifestEntry& e : read_manifest(in, file, options)) {
       const std::string bytes = read_checked_file(in, file, e);
-      const std::filesystem::path dest = root / e.relative;
-      if (auto existing = read_regular_file(dest); existing && *existing == bytes) {
+      const auto [dir_name, name] = split_relative(e.relative);
+      const TrustedDir& dir = opened.at(dir_name);
+      std::string refused;
+      const std::optional<TrustedDir::File> existing =
+          dir.read_file(name, e.cubin() ? kMaxCubinEntryBytes : kMaxTuningRecordBytes, &refused);
+      if (existing && existing->bytes == bytes) {
         ++report.unchanged;
         continue;
       }
-      ensure_private_dir(dest.parent_path());
-      write_file_atomic(dest, bytes);
+      const std::string hex = entry_hex_name(e.relative);
+      const bool existing_valid =
+          existing && (e.cubin() ? cubin_entry_problem(hex, existing->bytes) : tuning_record_problem(hex, existing->bytes))
+                          .empty();
+      if (existing_valid && !options.replace) {
+        report.conflicts.push_back(e.relative);
+        continue;
+      }
+      dir.write_file(name, bytes);
       ++report.written;
     }
     in.expect_end();

@@ -41,9 +41,13 @@ std::uint64_t random_u64() {
   return rng();
 }
 
-void close_quietly(int fd) {
-  if (fd >= 0) ::close(fd);
+}  // namespace
+
+std::string temp_file_name(std::string_view name) {
+  return fmt::format(".{}.tmp.{}.{:016x}", name, static_cast<long>(::getpid()), random_u64());
 }
+
+namespace {
 
 sigset_t only_sigxfsz() {
   sigset_t set;
@@ -58,6 +62,77 @@ bool sigxfsz_pending() {
 }
 
 }  // namespace
+
+AtomicFileWriter::AtomicFileWriter(int dir_fd, std::string name, std::string display)
+    : dir_fd_(dir_fd), name_(std::move(name)), display_(std::move(display)) {
+  if (name_.empty() || name_ == "." || name_ == ".." || name_.find('/') != std::string::npos) {
+    throw CacheError(fmt::format("cannot write {}: '{}' is not a file name; this is a bug in the caller", display_,
+                                 name_));
+  }
+  int err = 0;
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    tmp_name_ = temp_file_name(name_);
+    fd_ = ::openat(dir_fd_, tmp_name_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd_ >= 0) return;
+    err = errno;
+    if (err != EEXIST && err != EINTR) break;
+  }
+  tmp_name_.clear();
+  throw CacheError(fmt::format(
+      "cannot write {}: creating a temp file beside it failed: {}; check that its directory is writable by you and "
+      "the disk is not full, or set CUJIT_CACHE_DIR to a directory you own",
+      display_, detail::errno_text(err)));
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!tmp_name_.empty()) ::unlinkat(dir_fd_, tmp_name_.c_str(), 0);
+}
+
+void AtomicFileWriter::fail(const char* what, int err) {
+  throw CacheError(fmt::format(
+      "cannot write {}: {} failed: {}; check free disk space and that its directory is writable by you, or set "
+      "CUJIT_CACHE_DIR to a directory you own",
+      display_, what, detail::errno_text(err)));
+}
+
+void AtomicFileWriter::write(std::string_view bytes) {
+  const detail::DeferSigxfsz no_sigxfsz;
+  const char* p = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    const ssize_t n = ::write(fd_, p, left);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write to the temp file", errno);
+    }
+    if (n == 0) fail("write to the temp file", EIO);
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+  size_ += bytes.size();
+}
+
+std::uint64_t AtomicFileWriter::commit() {
+  while (::fsync(fd_) != 0) {
+    if (errno != EINTR) fail("fsync of the temp file", errno);
+  }
+  const int fd = fd_;
+  fd_ = -1;
+  if (::close(fd) != 0 && errno != EINTR) fail("close of the temp file", errno);
+  if (::renameat(dir_fd_, tmp_name_.c_str(), dir_fd_, name_.c_str()) != 0) {
+    fail("rename of the temp file over the target", errno);
+  }
+  tmp_name_.clear();
+  (void)::fsync(dir_fd_);  // makes the rename durable; correctness does not depend on it
+  return size_;
+}
+
+void write_file_atomic_at(int dir_fd, const std::string& name, std::string_view bytes, const std::string& display) {
+  AtomicFileWriter out(dir_fd, name, display);
+  out.write(bytes);
+  out.commit();
+}
 
 namespace detail {
 
@@ -82,104 +157,31 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
   const std::string target = path.string();
   if (path.empty() || !path.has_filename()) {
     throw CacheError(fmt::format(
-        "cannot write cache file '{}': the path does not name a file; this is a bug in the "
-        "caller",
-        target));
+        "cannot write cache file '{}': the path does not name a file; this is a bug in the caller", target));
   }
   std::filesystem::path parent = path.parent_path();
   if (parent.empty()) parent = ".";
   detail::create_dirs_0700(parent);
-
-  const std::string name = path.filename().string();
-  std::filesystem::path tmp;
-  int fd = -1;
-  int err = 0;
-  for (int attempt = 0; attempt < 16; ++attempt) {
-    tmp = parent / fmt::format(".{}.tmp.{}.{:016x}", name, static_cast<long>(::getpid()),
-                               random_u64());
-    fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
-    if (fd >= 0) break;
-    err = errno;
-    if (err != EEXIST && err != EINTR) break;
+  const int dir_fd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) {
+    throw CacheError(fmt::format("cannot write {}: cannot open {}: {}", target, parent.string(),
+                                 detail::errno_text(errno)));
   }
-  if (fd < 0) {
-    throw CacheError(fmt::format(
-        "cannot write cache file {}: creating temp file {} failed: {}; check that {} is "
-        "writable by you and the disk is not full, or set CUJIT_CACHE_DIR to a directory "
-        "you own",
-        target, tmp.string(), detail::errno_text(err), parent.string()));
+  try {
+    write_file_atomic_at(dir_fd, path.filename().string(), bytes, target);
+  } catch (...) {
+    ::close(dir_fd);
+    throw;
   }
-
-  auto fail = [&](const char* what, int e) -> void {
-    close_quietly(fd);
-    ::unlink(tmp.c_str());
-    throw CacheError(fmt::format(
-        "cannot write cache file {}: {} failed: {}; check free disk space and that {} is "
-        "writable by you, or set CUJIT_CACHE_DIR to a directory you own",
-        target, what, detail::errno_text(e), parent.string()));
-  };
-
-  const detail::DeferSigxfsz no_sigxfsz;
-  const char* p = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("write to temp file", errno);
-    }
-    if (n == 0) fail("write to temp file", EIO);
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-  while (::fsync(fd) != 0) {
-    if (errno != EINTR) fail("fsync of temp file", errno);
-  }
-  if (::close(fd) != 0 && errno != EINTR) {
-    err = errno;
-    fd = -1;
-    fail("close of temp file", err);
-  }
-  fd = -1;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    fail("rename of temp file over the target", errno);
-  }
-  // Make the rename durable; a failure here does not affect correctness.
-  int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  ::close(dir_fd);
 }
 
 std::optional<std::string> read_regular_file(const std::filesystem::path& path) {
   // O_NONBLOCK: opening a FIFO planted at the path must not hang; it has no
   // effect on regular files.
-  int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  std::string out;
-  try {
-    if (st.st_size > 0) out.reserve(static_cast<std::size_t>(st.st_size));
-    char buf[65536];
-    for (;;) {
-      ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        ::close(fd);
-        return std::nullopt;
-      }
-      if (n == 0) break;
-      out.append(buf, static_cast<std::size_t>(n));
-    }
-  } catch (...) {
-    ::close(fd);
-    return std::nullopt;
-  }
+  std::optional<std::string> out = detail::read_whole_regular_file(fd, nullptr);
   ::close(fd);
   return out;
 }

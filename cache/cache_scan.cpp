@@ -10,6 +10,11 @@
 #include <cerrno>
 #include <ctime>
 
+#include <fmt/format.h>
+
+#include "cache/cache_error.h"
+#include "cache/fs_detail.h"
+
 namespace jit::cache {
 
 namespace {
@@ -36,35 +41,37 @@ FileIdentity identity_of(const struct stat& st) {
   return id;
 }
 
-// Names in one directory ("." and ".." left out); empty when it cannot be read.
-std::vector<std::string> list_dir(const std::filesystem::path& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return names;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string_view name = e->d_name;
-    if (name == "." || name == "..") continue;
-    names.emplace_back(name);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-void add_file(CacheScan& scan, const std::filesystem::path& path, std::string relative,
+void add_file(CacheScan& scan, const TrustedDir& dir, const std::string& name, std::string relative,
               const std::function<void(const std::filesystem::path&)>& before_stat) {
+  const std::filesystem::path path = dir.path() / name;
   if (before_stat) before_stat(path);
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return;  // vanished (or unreadable): skip it
-  if (S_ISDIR(st.st_mode)) return;              // stray directory: not a file of the cache
+  const std::optional<struct stat> st = dir.stat_entry(name);
+  if (!st) return;                     // vanished (or unreadable): skip it
+  if (S_ISDIR(st->st_mode)) return;    // stray directory: not a file of the cache
   CacheFile f;
   f.path = path;
   f.kind = classify_relative_path(relative);
   f.relative = std::move(relative);
-  f.regular = S_ISREG(st.st_mode);
-  f.id = identity_of(st);
+  f.regular = S_ISREG(st->st_mode);
+  f.id = identity_of(*st);
+  f.dir = dir;
+  f.name = name;
   if (f.regular) scan.total_bytes += f.id.size;
   scan.files.push_back(std::move(f));
+}
+
+// `relative` under `parent`, or nullopt (noted in scan.untrusted when it is
+// there but not trusted; missing is just empty).
+std::optional<TrustedDir> open_checked(CacheScan& scan, const TrustedDir& parent, const std::string& name,
+                                       const std::string& relative) {
+  try {
+    return parent.open_subdir(name, /*create=*/false);
+  } catch (const UntrustedCacheDir& e) {
+    scan.untrusted.push_back({relative, e.what()});
+  } catch (const CacheError&) {
+    // Unreadable, or our own file where a directory belongs: nothing to list.
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -109,26 +116,34 @@ CacheScan scan_cache(const std::filesystem::path& root,
                      const std::function<void(const std::filesystem::path&)>& before_stat) {
   CacheScan scan;
   scan.root = root;
-  const std::filesystem::path cubin_dir = root / "cubin";
-  for (const std::string& shard : list_dir(cubin_dir)) {
-    const std::filesystem::path shard_path = cubin_dir / shard;
-    struct stat st {};
-    if (::lstat(shard_path.c_str(), &st) != 0) continue;
-    if (!S_ISDIR(st.st_mode)) {  // a file (or symlink) directly in cubin/
-      add_file(scan, shard_path, "cubin/" + shard, before_stat);
-      continue;
-    }
-    for (const std::string& name : list_dir(shard_path)) {
-      add_file(scan, shard_path / name, "cubin/" + shard + "/" + name, before_stat);
+  struct stat st {};
+  if (::lstat(root.c_str(), &st) != 0 && errno == ENOENT) return scan;  // no cache yet: nothing in it
+  const TrustedDir top = TrustedDir::open_root(root, /*create=*/false);
+  if (const std::optional<TrustedDir> cubin = open_checked(scan, top, "cubin", "cubin")) {
+    for (const std::string& shard : cubin->list()) {
+      const std::optional<struct stat> sst = cubin->stat_entry(shard);
+      if (!sst) continue;
+      if (!S_ISDIR(sst->st_mode) && !S_ISLNK(sst->st_mode)) {  // a file directly in cubin/
+        add_file(scan, *cubin, shard, "cubin/" + shard, before_stat);
+        continue;
+      }
+      const std::optional<TrustedDir> dir = open_checked(scan, *cubin, shard, "cubin/" + shard);
+      if (!dir) continue;
+      for (const std::string& name : dir->list()) add_file(scan, *dir, name, "cubin/" + shard + "/" + name, before_stat);
     }
   }
-  const std::filesystem::path tuning_dir = root / "tuning";
-  for (const std::string& name : list_dir(tuning_dir)) {
-    add_file(scan, tuning_dir / name, "tuning/" + name, before_stat);
+  if (const std::optional<TrustedDir> tuning = open_checked(scan, top, "tuning", "tuning")) {
+    for (const std::string& name : tuning->list()) add_file(scan, *tuning, name, "tuning/" + name, before_stat);
   }
   std::sort(scan.files.begin(), scan.files.end(),
             [](const CacheFile& a, const CacheFile& b) { return a.relative < b.relative; });
   return scan;
+}
+
+void refuse_untrusted(const CacheScan& scan) {
+  if (!scan.untrusted.empty()) {
+    throw UntrustedCacheDir(fmt::format("{}; nothing was changed", scan.untrusted.front().reason));
+  }
 }
 
 std::optional<FileContents> read_file_with_identity(const std::filesystem::path& path) {
@@ -136,38 +151,27 @@ std::optional<FileContents> read_file_with_identity(const std::filesystem::path&
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return std::nullopt;
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return std::nullopt;
-  }
-  FileContents out;
-  out.id = identity_of(st);
-  try {
-    out.bytes.reserve(out.id.size);
-    char buf[65536];
-    for (;;) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        ::close(fd);
-        return std::nullopt;
-      }
-      if (n == 0) break;
-      out.bytes.append(buf, static_cast<std::size_t>(n));
-    }
-  } catch (...) {
-    ::close(fd);
-    return std::nullopt;
-  }
+  std::optional<std::string> bytes = detail::read_whole_regular_file(fd, &st);
   ::close(fd);
-  return out;
+  if (!bytes) return std::nullopt;
+  return FileContents{std::move(*bytes), identity_of(st)};
 }
 
-RemoveResult remove_if_unchanged(const std::filesystem::path& path, const FileIdentity& expected) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? RemoveResult::vanished : RemoveResult::failed;
-  if (!(identity_of(st) == expected)) return RemoveResult::changed;
-  if (::unlink(path.c_str()) != 0) return errno == ENOENT ? RemoveResult::vanished : RemoveResult::failed;
+std::optional<FileContents> read_file_with_identity(const CacheFile& file, std::uint64_t max_bytes,
+                                                    std::string* problem) {
+  if (problem != nullptr) problem->clear();
+  if (!file.dir) return std::nullopt;
+  std::optional<TrustedDir::File> read = file.dir->read_file(file.name, max_bytes, problem);
+  if (!read) return std::nullopt;
+  return FileContents{std::move(read->bytes), identity_of(read->st)};
+}
+
+RemoveResult remove_if_unchanged(const CacheFile& file, const FileIdentity& expected) {
+  if (!file.dir) return RemoveResult::failed;
+  const std::optional<struct stat> st = file.dir->stat_entry(file.name);
+  if (!st) return errno == ENOENT ? RemoveResult::vanished : RemoveResult::failed;
+  if (!(identity_of(*st) == expected)) return RemoveResult::changed;
+  if (!file.dir->unlink(file.name)) return errno == ENOENT ? RemoveResult::vanished : RemoveResult::failed;
   return RemoveResult::removed;
 }
 

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "cache/trusted_dir.h"
+
 namespace jit::cache {
 
 // Which file of the cache a relative path ("cubin/ab/<key>.cubin") names.
@@ -44,25 +46,42 @@ struct FileIdentity {
 };
 
 struct CacheFile {
-  std::filesystem::path path;  // root / relative
+  std::filesystem::path path;  // root / relative, for messages (operations go through `dir`)
   std::string relative;        // "/"-separated, relative to the cache root
   CacheFileKind kind = CacheFileKind::other;
   bool regular = false;        // false for symlinks, FIFOs, ... (never followed)
   FileIdentity id;
+  std::optional<TrustedDir> dir;  // the checked directory it was found in
+  std::string name;               // its name there
+};
+
+// A directory of the cache that failed TrustedDir's check: nothing below it
+// was listed (or will be read, written or removed).
+struct UntrustedSubtree {
+  std::string relative;  // "cubin", "cubin/ab" or "tuning"
+  std::string reason;    // the check's message, with the fix
 };
 
 struct CacheScan {
   std::filesystem::path root;
   std::vector<CacheFile> files;  // sorted by relative path
   std::uint64_t total_bytes = 0; // sizes of the regular files under cubin/ and tuning/
+  std::vector<UntrustedSubtree> untrusted;
 };
 
 // Lists every file under root/cubin (one level of shard directories) and
-// root/tuning. Missing directories are empty; files that vanish while they are
-// listed are skipped. `before_stat`, when set, is called with each path just
-// before it is inspected (a test hook for simulating concurrent removal).
+// root/tuning, opening each directory through TrustedDir: a directory that is
+// a symlink or not private is reported in `untrusted`, never entered. A
+// missing root or directory is empty; files that vanish while they are listed
+// are skipped. Throws UntrustedCacheDir when the root itself is not trusted.
+// `before_stat`, when set, is called with each path just before it is
+// inspected (a test hook for simulating concurrent removal).
 CacheScan scan_cache(const std::filesystem::path& root,
                      const std::function<void(const std::filesystem::path&)>& before_stat = {});
+
+// Throws UntrustedCacheDir naming the first untrusted subtree of `scan`, if
+// any: what operations that write or remove (clear, prune, import) do first.
+void refuse_untrusted(const CacheScan& scan);
 
 // Reads a regular file (symlinks refused) whole, with the identity of what was
 // read; nullopt when it is missing or unreadable.
@@ -71,6 +90,11 @@ struct FileContents {
   FileIdentity id;
 };
 std::optional<FileContents> read_file_with_identity(const std::filesystem::path& path);
+// The same for a scanned file, through its checked directory; a file owned by
+// another user or writable by group or others is refused, with the reason in
+// `problem` ("" when it was read or has vanished).
+std::optional<FileContents> read_file_with_identity(const CacheFile& file, std::uint64_t max_bytes = UINT64_MAX,
+                                                    std::string* problem = nullptr);
 
 enum class RemoveResult {
   removed,  // it was the file seen and is gone now
@@ -79,10 +103,10 @@ enum class RemoveResult {
   failed,   // unlink failed (permissions, ...)
 };
 
-// Removes `path` only when it still has identity `expected`. A narrow race
+// Removes `file` (in its checked directory) only when it still has identity `expected`. A narrow race
 // remains between the check and the unlink; losing it costs another process a
 // cache miss, never a wrong result.
-RemoveResult remove_if_unchanged(const std::filesystem::path& path, const FileIdentity& expected);
+RemoveResult remove_if_unchanged(const CacheFile& file, const FileIdentity& expected);
 
 // Sets the file's modification time to now (utimensat, no symlink following):
 // the mark of a use that least-recently-used eviction goes by. False when the

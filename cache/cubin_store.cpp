@@ -11,6 +11,7 @@
 #include "cache/bounded_json.h"
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
+#include "cache/cubin_image.h"
 #include "cache/sha256.h"
 
 namespace jit::cache {
@@ -67,11 +68,24 @@ std::uint64_t get_le(std::string_view bytes, std::size_t pos, int n) {
 
 }  // namespace
 
-CubinStore::CubinStore(std::filesystem::path root) : dir_(std::move(root) / "cubin") {}
+CubinStore::CubinStore(std::filesystem::path root) : root_(std::move(root)) {}
+
+CubinStore::CubinStore(TrustedDir root) : root_(root.path()), dir_(std::move(root)) {}
+
+std::optional<TrustedDir> CubinStore::root_dir(bool create) const {
+  if (dir_) return dir_;
+  return TrustedDir::open_root(root_, create);
+}
+
+std::string CubinStore::payload_problem(const CubinEntry& entry) {
+  const auto arch = entry.meta.find("arch");
+  if (arch == entry.meta.end() || !arch->is_string()) return "its metadata has no \"arch\" string";
+  return cubin_image_problem(entry.payload, arch->get_ref<const std::string&>());
+}
 
 std::filesystem::path CubinStore::entry_path(const std::string& key) const {
   check_key(key);
-  return dir_ / key.substr(0, 2) / (key + ".cubin");
+  return root_ / "cubin" / key.substr(0, 2) / (key + ".cubin");
 }
 
 std::string CubinStore::encode(const std::string& key, std::string_view payload,
@@ -149,24 +163,36 @@ std::optional<CubinEntry> CubinStore::decode(const std::string& key, std::string
 
 std::optional<CubinEntry> CubinStore::load(const std::string& key) const {
   if (!valid_key(key)) return std::nullopt;
-  const std::filesystem::path path = entry_path(key);
-  std::optional<std::string> bytes = read_regular_file(path);
-  if (!bytes) return std::nullopt;
-  std::optional<CubinEntry> entry = decode(key, *bytes);
-  if (!entry) {
-    std::error_code ec;
-    std::filesystem::remove(path, ec);  // a corrupt entry is a miss; drop it
+  std::optional<TrustedDir> shard;
+  try {
+    const std::optional<TrustedDir> root = root_dir(/*create=*/false);
+    if (root) shard = root->open_subdir("cubin/" + key.substr(0, 2), /*create=*/false);
+  } catch (const CacheError&) {
+    return std::nullopt;  // untrusted or unusable: a miss here, refused loudly by store
   }
+  if (!shard) return std::nullopt;
+  const std::string name = key + ".cubin";
+  std::string refused;
+  std::optional<TrustedDir::File> file = shard->read_file(name, kMaxCubinEntryBytes, &refused);
+  std::optional<CubinEntry> entry;
+  if (file) {
+    entry = decode(key, file->bytes);
+    if (entry && !payload_problem(*entry).empty()) entry.reset();
+  }
+  // A corrupt entry, or a file another user owns or can write: drop it (the
+  // shard is ours, so we may). A symlink is left for the store's rename.
+  if (!entry && (file || (!refused.empty() && refused != "a symbolic link"))) shard->unlink(name);
   return entry;
 }
 
-void CubinStore::store(const std::string& key, std::string_view payload,
-                       nlohmann::json meta) const {
+void CubinStore::store(const std::string& key, std::string_view payload, nlohmann::json meta) const {
   check_key(key);
   const std::string bytes = encode(key, payload, std::move(meta));
-  const std::filesystem::path path = entry_path(key);
-  ensure_private_dir(path.parent_path());
-  write_file_atomic(path, bytes);
+  std::optional<CubinEntry> entry = decode(key, bytes);
+  if (const std::string why = entry ? payload_problem(*entry) : "it does not encode"; !why.empty()) {
+    throw CacheError(fmt::format("refusing to store cubin cache entry {}: {}", key, why));
+  }
+  root_dir(/*create=*/true)->open_subdir("cubin/" + key.substr(0, 2), /*create=*/true)->write_file(key + ".cubin", bytes);
 }
 
 }  // namespace jit::cache

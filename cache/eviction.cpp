@@ -10,6 +10,9 @@
 #include <limits>
 #include <string>
 
+#include "cache/cache_error.h"
+#include "cache/trusted_dir.h"
+
 namespace jit::cache {
 
 namespace {
@@ -18,8 +21,12 @@ namespace {
 class EvictionLock {
  public:
   explicit EvictionLock(const std::filesystem::path& root) {
-    const std::filesystem::path path = root / ".eviction.lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    try {
+      const TrustedDir dir = TrustedDir::open_root(root, /*create=*/false);
+      fd_ = ::openat(dir.fd(), ".eviction.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+    } catch (const CacheError&) {
+      fd_ = -1;
+    }
     if (fd_ < 0) return;  // no lock possible (no dir, read-only): evict without it
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       busy_ = (errno == EWOULDBLOCK);
@@ -105,7 +112,7 @@ EvictionReport evict_from_scan(const CacheScan& scan, std::uint64_t max_bytes, c
   for (const CacheFile& f : scan.files) {
     if (f.kind != CacheFileKind::temp || !f.regular) continue;
     if (now - f.id.mtime_ns < kStaleTempAgeNs) continue;  // a live writer's: never touched
-    if (account(f, remove_if_unchanged(f.path, f.id))) ++report.removed_temps;
+    if (account(f, remove_if_unchanged(f, f.id))) ++report.removed_temps;
   }
 
   if (total > max_bytes) {
@@ -123,7 +130,7 @@ EvictionReport evict_from_scan(const CacheScan& scan, std::uint64_t max_bytes, c
       });
       for (const CacheFile* f : candidates) {
         if (total <= target) break;
-        if (account(*f, remove_if_unchanged(f->path, f->id))) {
+        if (account(*f, remove_if_unchanged(*f, f->id))) {
           if (kind == CacheFileKind::cubin) ++report.removed_cubins;
           else ++report.removed_tuning;
         }

@@ -5,6 +5,9 @@
 #pragma once
 #include <chrono>
 #include <filesystem>
+#include <string_view>
+
+#include "cache/trusted_dir.h"
 
 namespace jit::cache {
 
@@ -15,9 +18,13 @@ inline constexpr std::chrono::seconds kFileLockWait{600};
 
 class FileLock {
  public:
-  // Waits at most `wait` for the lock; creates the file (0600) and its
-  // directory (0700) if needed. Throws CacheError when the file cannot be
-  // opened, or when the wait runs out (naming the holder's pid).
+  // Waits at most `wait` for the lock on `name` in `dir`; creates the file
+  // (0600, O_NOFOLLOW, relative to the checked directory) if needed. Throws
+  // CacheError when it cannot be opened, is not a private regular file, or
+  // when the wait runs out (naming the holder's pid).
+  FileLock(const TrustedDir& dir, std::string_view name, std::chrono::milliseconds wait = kFileLockWait);
+  // The same for `path`, whose directory is created (0700) and checked as
+  // TrustedDir::open_root checks a root.
   explicit FileLock(const std::filesystem::path& path, std::chrono::milliseconds wait = kFileLockWait);
   ~FileLock();
   FileLock(const FileLock&) = delete;

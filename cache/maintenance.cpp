@@ -9,6 +9,7 @@
 #include "cache/cubin_store.h"
 #include "cache/eviction.h"
 #include "cache/sha256.h"
+#include "cache/tuning_db.h"
 
 namespace jit::cache {
 
@@ -21,7 +22,7 @@ constexpr std::size_t kMinCubinEntry = 8 + 4 + 8 + 8 + kDigestLen;
 }  // namespace
 
 std::string cubin_entry_problem(const std::string& key, const std::string& bytes) {
-  if (CubinStore::decode(key, bytes)) return {};
+  if (const auto entry = CubinStore::decode(key, bytes)) return CubinStore::payload_problem(*entry);
   if (bytes.size() < kMinCubinEntry) return fmt::format("truncated ({} bytes)", bytes.size());
   const std::size_t body = bytes.size() - kDigestLen;
   const Digest digest = sha256(std::string_view(bytes).substr(0, body));
@@ -53,18 +54,19 @@ std::vector<CubinInfo> list_cubins(const std::filesystem::path& root) {
     info.key = entry_hex_name(f.relative);
     info.bytes = f.id.size;
     info.last_use_ns = f.id.mtime_ns;
-    if (auto contents = read_file_with_identity(f.path)) {
+    std::string refused;
+    if (auto contents = read_file_with_identity(f, kMaxCubinEntryBytes, &refused)) {
       info.bytes = contents->id.size;
       info.last_use_ns = contents->id.mtime_ns;
-      if (auto entry = CubinStore::decode(info.key, contents->bytes)) {
-        // CubinStore::decode refuses these fields when they are not strings.
+      // CubinStore::decode refuses the metadata fields when they are not strings.
+      if (auto entry = CubinStore::decode(info.key, contents->bytes); entry && CubinStore::payload_problem(*entry).empty()) {
         info.valid = true;
         info.variant = string_field(entry->meta, "variant").value;
         info.arch = string_field(entry->meta, "arch").value;
         info.family = string_field(entry->meta, "family").value;
       }
-    } else if (!f.regular) {
-      // a symlink or other non-file at an entry name: listed as invalid
+    } else if (!f.regular || !refused.empty()) {
+      // a symlink or other non-file, or another user's file, at an entry name: listed as invalid
     } else {
       continue;  // vanished since the scan
     }
@@ -77,10 +79,11 @@ CacheStats cache_stats(const std::filesystem::path& root) {
   CacheStats stats;
   const CacheScan scan = scan_cache(root);
   stats.total_bytes = scan.total_bytes;
+  stats.untrusted = scan.untrusted;
   for (const CacheFile& f : scan.files) {
     if (f.kind == CacheFileKind::temp) ++stats.temp_files;
     if (f.kind != CacheFileKind::tuning || !f.regular) continue;
-    auto contents = read_file_with_identity(f.path);
+    auto contents = read_file_with_identity(f, kMaxTuningRecordBytes);
     if (!contents) continue;
     ++stats.tuning_records;
     stats.tuning_bytes += contents->id.size;
@@ -107,16 +110,28 @@ CacheStats cache_stats(const std::filesystem::path& root) {
 
 VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad) {
   VerifyReport report;
-  for (const CacheFile& f : scan_cache(root).files) {
+  const CacheScan scan = scan_cache(root);
+  // Nothing below an untrusted directory is read or removed: it is reported
+  // for its owner to fix.
+  for (const UntrustedSubtree& u : scan.untrusted) report.bad.push_back({u.relative + "/", "untrusted: " + u.reason, false});
+  for (const CacheFile& f : scan.files) {
     if (f.kind != CacheFileKind::cubin && f.kind != CacheFileKind::tuning) continue;
     const bool cubin = f.kind == CacheFileKind::cubin;
     std::string reason;
     FileIdentity id = f.id;
+    const std::uint64_t limit = cubin ? kMaxCubinEntryBytes : kMaxTuningRecordBytes;
+    std::string refused;
+    std::optional<FileContents> contents;
+    if (f.regular) contents = read_file_with_identity(f, limit, &refused);
     if (!f.regular) {
       reason = "not a regular file (a symlink or special file at an entry name)";
+    } else if (!refused.empty()) {
+      reason = "untrusted file: " + refused;  // another user's, or writable by others
+    } else if (!contents && f.id.size > limit) {
+      reason = fmt::format("larger than {} bytes", limit);
+    } else if (!contents) {
+      continue;  // vanished since the scan
     } else {
-      auto contents = read_file_with_identity(f.path);
-      if (!contents) continue;  // vanished since the scan
       id = contents->id;
       const std::string hex = entry_hex_name(f.relative);
       reason = cubin ? cubin_entry_problem(hex, contents->bytes) : tuning_record_problem(hex, contents->bytes);
@@ -126,7 +141,7 @@ VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad) {
     if (reason.empty()) continue;
     BadEntry bad{f.relative, reason, false};
     if (remove_bad) {
-      const RemoveResult r = remove_if_unchanged(f.path, id);
+      const RemoveResult r = remove_if_unchanged(f, id);
       bad.removed = (r == RemoveResult::removed || r == RemoveResult::vanished);
     }
     report.bad.push_back(std::move(bad));
@@ -137,12 +152,14 @@ VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad) {
 ClearReport clear_cache(const std::filesystem::path& root) {
   ClearReport report;
   const std::int64_t now = now_ns();
-  for (const CacheFile& f : scan_cache(root).files) {
+  const CacheScan scan = scan_cache(root);
+  refuse_untrusted(scan);
+  for (const CacheFile& f : scan.files) {
     if (f.kind == CacheFileKind::temp && now - f.id.mtime_ns < kStaleTempAgeNs) {
       ++report.kept_temp_files;
       continue;
     }
-    if (remove_if_unchanged(f.path, f.id) == RemoveResult::removed) {
+    if (remove_if_unchanged(f, f.id) == RemoveResult::removed) {
       ++report.removed_files;
       if (f.regular) report.removed_bytes += f.id.size;
     }

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/cache_scan.h"
+
 namespace jit::cache {
 
 // One cubin entry as `cujit-cache ls` shows it.
@@ -41,6 +43,7 @@ struct CacheStats {
   std::size_t temp_files = 0;
   std::uint64_t total_bytes = 0;        // every regular file under cubin/ and tuning/
   std::map<std::string, ArchStats> by_arch;
+  std::vector<UntrustedSubtree> untrusted;  // directories not listed (see scan_cache)
 };
 
 CacheStats cache_stats(const std::filesystem::path& root);
@@ -58,10 +61,13 @@ struct VerifyReport {
 };
 
 // Reads every cubin entry and tuning record and checks it: cubins through
-// CubinStore::decode (checksum, format, key = file name), tuning records as a
+// CubinStore::decode (checksum, format, key = file name) and
+// CubinStore::payload_problem (a CUDA ELF for its arch), tuning records as a
 // JSON object whose "key" hashes to the file name. With `remove_bad`, a bad
-// entry is removed unless it was replaced meanwhile. Entries that vanish
-// during the run are skipped.
+// entry is removed unless it was replaced meanwhile; so is a file owned by
+// another user or writable by group or others. A directory that is not
+// trusted is reported as bad and left alone. Entries that vanish during the
+// run are skipped.
 VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad = true);
 
 // Why `bytes` is not a valid tuning record named `hex`.json; "" when it is.
@@ -77,7 +83,8 @@ struct ClearReport {
 
 // Removes the files under cubin/ and tuning/ (directories stay, so writers
 // running now never find their directory gone); a temp file under an hour old
-// belongs to a live writer and is left.
+// belongs to a live writer and is left. Throws UntrustedCacheDir, removing
+// nothing, when a directory under the root is not trusted.
 ClearReport clear_cache(const std::filesystem::path& root);
 
 // JSON forms for tools.

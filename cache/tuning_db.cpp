@@ -24,25 +24,36 @@ std::string dump_key(const nlohmann::json& key) {
   }
 }
 
+std::string record_name(const nlohmann::json& key) { return sha256_hex(dump_key(key)) + ".json"; }
+
 }  // namespace
 
-TuningDb::TuningDb(std::filesystem::path root) : dir_(std::move(root) / "tuning") {}
+TuningDb::TuningDb(std::filesystem::path root) : root_(std::move(root)) {}
+
+TuningDb::TuningDb(TrustedDir root) : root_(root.path()), dir_(std::move(root)) {}
+
+std::optional<TrustedDir> TuningDb::root_dir(bool create) const {
+  if (dir_) return dir_;
+  return TrustedDir::open_root(root_, create);
+}
 
 std::filesystem::path TuningDb::record_path(const nlohmann::json& key) const {
-  return dir_ / (sha256_hex(dump_key(key)) + ".json");
+  return root_ / "tuning" / record_name(key);
 }
 
 std::optional<nlohmann::json> TuningDb::load(const nlohmann::json& key) const {
-  std::optional<std::string> text = read_regular_file(record_path(key));
-  if (!text) return std::nullopt;
   try {
-    std::optional<nlohmann::json> record = parse_bounded_json(*text, kTuningRecordLimits);
+    const std::optional<TrustedDir> dir = root_dir(/*create=*/false)->open_subdir("tuning", /*create=*/false);
+    if (!dir) return std::nullopt;
+    const std::optional<TrustedDir::File> file = dir->read_file(record_name(key), kMaxTuningRecordBytes);
+    if (!file) return std::nullopt;
+    std::optional<nlohmann::json> record = parse_bounded_json(file->bytes, kTuningRecordLimits);
     if (!record || !record->is_object()) return std::nullopt;
     auto it = record->find("key");
     if (it == record->end() || *it != key) return std::nullopt;
     return record;
   } catch (const std::exception&) {
-    return std::nullopt;
+    return std::nullopt;  // an untrusted or unusable directory is a miss here; store refuses it loudly
   }
 }
 
@@ -65,8 +76,7 @@ void TuningDb::store(const nlohmann::json& key, nlohmann::json record) const {
         path.string(), e.what()));
   }
   text.push_back('\n');
-  ensure_private_dir(dir_);
-  write_file_atomic(path, text);
+  root_dir(/*create=*/true)->open_subdir("tuning", /*create=*/true)->write_file(record_name(key), text);
 }
 
 }  // namespace jit::cache

@@ -176,7 +176,7 @@ void report_store_failure(const std::string& variant, const std::string& arch, c
 
 // Step 1: the disk cache. True (and `out` filled) on a hit; an entry that
 // does not match what is asked for is a miss.
-bool load_cached(const std::filesystem::path& root, const std::string& key, VariantBinary& out) {
+bool load_cached(const cache::TrustedDir& root, const std::string& key, VariantBinary& out) {
   const cache::CubinStore store(root);
   auto entry = store.load(key);
   if (!entry) return false;
@@ -227,7 +227,7 @@ void compile(const CompileRequest& request, VariantBinary& out) {
 
 // Step 3: the disk cache again. A failed store costs a later process a
 // compile, never this call; then the cache is kept under its size bound.
-void publish(const std::filesystem::path& root, const std::string& key, const VariantBinary& out, const Json& meta) {
+void publish(const cache::TrustedDir& root, const std::string& key, const VariantBinary& out, const Json& meta) {
   try {
     cache::CubinStore(root).store(key, out.cubin, meta);
   } catch (const cache::UntrustedCacheDir& e) {
@@ -241,7 +241,7 @@ void publish(const std::filesystem::path& root, const std::string& key, const Va
   try {
     cache::EvictionOptions evict;
     evict.keep.push_back(cache::CubinStore(root).entry_path(key));
-    const cache::EvictionReport r = cache::evict_lru(root, knobs().cache_max_bytes, evict);
+    const cache::EvictionReport r = cache::evict_lru(root.path(), knobs().cache_max_bytes, evict);
     if (r.evicted || r.removed_temps > 0) {
       log_info("cache eviction (bound {} bytes): removed {} least-recently-used cubins, {} tuning records, {} "
                "stale temp files ({} bytes); {} bytes left",
@@ -269,7 +269,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
   // store is an atomic rename of identical content.
   const std::shared_ptr<std::mutex> key_lock = key_mutex(key);
   std::lock_guard key_guard(*key_lock);
-  if (root && load_cached(*root, key, out)) return out;
+  if (root && load_cached(*cache_root_dir(), key, out)) return out;
   if (policy == CompilePolicy::forbid) {
     throw Error(ErrorCode::Unsupported,
                 fmt::format("CUJIT_AUTOTUNE=frozen forbids compiling, and {} for {} is not in the cache{}: fill it "
@@ -291,7 +291,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
         {"spec", spec},
         {"config", config},
     };
-    publish(*root, key, out, meta);
+    publish(*cache_root_dir(), key, out, meta);
   }
   return out;
 }

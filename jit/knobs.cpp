@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cache/archive_signature.h"
 #include "cache/eviction.h"
 #include "jit/error.h"
 
@@ -119,6 +120,7 @@ const Knobs& knobs() {
     k.autotune = parse_autotune_mode(std::getenv("CUJIT_AUTOTUNE"));
     k.disk_cache = parse_bool_knob("CUJIT_DISK_CACHE", std::getenv("CUJIT_DISK_CACHE"), true);
     k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
+    if (const char* keys = std::getenv("CUJIT_CACHE_TRUSTED_KEYS")) k.cache_trusted_keys = cache::split_key_list(keys);
     k.family = parse_family_choice(std::getenv("CUJIT_FAMILY"));
     k.tile_order = parse_tile_order_choice(std::getenv("CUJIT_SM90_TILE_ORDER"));
     k.compile_threads = parse_compile_threads(std::getenv("CUJIT_COMPILE_THREADS"), usable_cpus());

@@ -10,6 +10,8 @@
 //   CUJIT_CACHE_MAX_BYTES  size bound of the disk cache (cubin/ + tuning/): bytes, or with a
 //                     K/M/G/T suffix (binary: "512M", "4G"); default 4G. After each store over the
 //                     bound, least-recently-used cubins are removed until it is under 90% of it
+//   CUJIT_CACHE_TRUSTED_KEYS  Ed25519 public keys (PEM files, ':'-separated): when set,
+//                     `cujit-cache import` accepts only archives signed by one of them
 //   CUJIT_FAMILY      auto (default): the fastest attention family the GPU and problem allow
 //                     (sm90 on sm_90a, else portable) | portable | sm90: only that family
 //   CUJIT_COMPILE_THREADS  how many NVRTC compiles a tuning run does at once: a positive integer;
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace jit::detail {
 
@@ -34,6 +37,7 @@ struct Knobs {
   AutotuneMode autotune = AutotuneMode::full;
   bool disk_cache = true;
   std::uint64_t cache_max_bytes = std::uint64_t{4} << 30;
+  std::vector<std::filesystem::path> cache_trusted_keys;
   FamilyChoice family = FamilyChoice::automatic;
   TileOrderChoice tile_order = TileOrderChoice::automatic;
   unsigned compile_threads = 1;

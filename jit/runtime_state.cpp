@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "cache/cache_dir.h"
+#include "cache/trusted_dir.h"
 #include "cache/cache_error.h"
 #include "jit/error.h"
 #include "jit/kernel_family.h"
@@ -24,12 +25,13 @@ CacheState resolve_cache_state() {
     return state;
   }
   std::filesystem::path dir;
+  std::optional<cache::TrustedDir> handle;
   try {
     dir = cache::default_cache_dir();
-    cache::ensure_private_dir(dir);
+    handle = cache::TrustedDir::open_root(dir, /*create=*/true);
     // Ours and private, but a read-only mount (EROFS) or a mode without the
     // write bit would fail every store: better no disk cache at all.
-    if (::faccessat(AT_FDCWD, dir.c_str(), R_OK | W_OK | X_OK, AT_EACCESS) != 0) {
+    if (::faccessat(handle->fd(), ".", R_OK | W_OK | X_OK, AT_EACCESS) != 0) {
       const int err = errno;
       throw cache::CacheError(fmt::format("cache directory {} is not writable: {}; make it writable or set "
                                           "CUJIT_CACHE_DIR to a directory you own",
@@ -45,6 +47,7 @@ CacheState resolve_cache_state() {
   }
   state.status = "disk: " + dir.string();
   state.root = std::move(dir);
+  state.root_dir = std::move(handle);
   log_info("cache directory: {}", state.root->string());
   return state;
 }
@@ -58,6 +61,8 @@ const CacheState& cache_state() {
 }
 
 const std::optional<std::filesystem::path>& cache_root() { return cache_state().root; }
+
+const std::optional<cache::TrustedDir>& cache_root_dir() { return cache_state().root_dir; }
 
 Counters& counters() {
   static Counters counters;

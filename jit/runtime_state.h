@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "cache/trusted_dir.h"
+
 namespace jit::detail {
 
 // Where compiled binaries and tuning records go, decided once per process.
@@ -12,6 +14,10 @@ struct CacheState {
   // The cache root (created 0700, owned by this user, writable); nullopt when
   // there is no disk cache.
   std::optional<std::filesystem::path> root;
+  // The same root, open and checked (cache/trusted_dir.h): what every cache
+  // access of this process goes through, so the root cannot be swapped after
+  // the check.
+  std::optional<cache::TrustedDir> root_dir;
   // What jit::cache_status() says: "disk: <path>", "off (CUJIT_DISK_CACHE=0)"
   // or "memory only: <reason>".
   std::string status;
@@ -27,6 +33,8 @@ const CacheState& cache_state();
 
 // cache_state().root.
 const std::optional<std::filesystem::path>& cache_root();
+// cache_state().root_dir.
+const std::optional<cache::TrustedDir>& cache_root_dir();
 
 struct Counters {
   std::atomic<long long> nvrtc_compiles{0};

@@ -6,12 +6,20 @@
 //   cujit-cache verify [--json]      check every entry; remove bad ones; exit 1 if any
 //   cujit-cache prune --max-bytes N  least-recently-used eviction down to 90% of N
 //   cujit-cache clear                remove every entry and tuning record
-//   cujit-cache export FILE          the whole cache in one archive
-//   cujit-cache import FILE          verify an archive, then publish its entries
+//   cujit-cache export [--sign KEY.pem] FILE
+//                                    the whole cache in one archive (signed with an Ed25519 key)
+//   cujit-cache import [--replace] [--trusted-key PUB.pem]... FILE
+//                                    verify an archive (and its signature when trusted keys are
+//                                    given here or in CUJIT_CACHE_TRUSTED_KEYS), then publish its entries
+// --dir is checked as cujit checks its own cache (docs/security.md); a
+// directory under it that is not trusted is reported by ls, stats and verify
+// and refused by the rest.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <vector>
 #include <ctime>
 #include <iostream>
 #include <string>
@@ -19,6 +27,8 @@
 #include "cache/archive.h"
 #include "cache/bounded_json.h"
 #include "cache/cache_dir.h"
+#include "cache/cache_scan.h"
+#include "cache/trusted_dir.h"
 #include "cache/eviction.h"
 #include "cache/maintenance.h"
 #include "jit/cujit.h"
@@ -46,8 +56,21 @@ std::string local_time(std::int64_t ns) {
   return buf;
 }
 
+// Every directory below the root that failed the trust check (ls, stats).
+void print_untrusted(const std::vector<jit::cache::UntrustedSubtree>& untrusted) {
+  for (const auto& u : untrusted) fmt::print(stderr, "untrusted, not listed: {}/: {}\n", u.relative, u.reason);
+}
+
 std::string resolve_dir(const std::string& dir) {
-  if (!dir.empty()) return dir;
+  if (!dir.empty()) {
+    // The same check as cujit's own root: a symlink, another owner or a
+    // group/other-writable mode is refused (a missing directory is left to
+    // each command: empty for ls, created by import).
+    if (std::filesystem::exists(std::filesystem::symlink_status(dir))) {
+      (void)jit::cache::TrustedDir::open_root(dir, /*create=*/false);
+    }
+    return dir;
+  }
   const std::string d = jit::cache_directory();
   if (d.empty()) {
     throw jit::Error(jit::ErrorCode::InvalidArgument,
@@ -79,14 +102,23 @@ int main(int argc, char** argv) {
   std::string file;
   CLI::App* exp = app.add_subcommand("export", "write every entry and tuning record to one archive FILE");
   exp->add_option("FILE", file, "archive to write (e.g. cache.cujit)")->required();
+  std::string sign_key;
+  exp->add_option("--sign", sign_key, "sign the archive with this Ed25519 private key (PEM)");
   CLI::App* imp = app.add_subcommand("import", "verify archive FILE, then add its entries to the cache");
   imp->add_option("FILE", file, "archive to read")->required();
+  bool replace = false;
+  imp->add_flag("--replace", replace, "replace existing valid entries that differ from the archive's (default: keep them)");
+  std::vector<std::string> trusted_keys;
+  imp->add_option("--trusted-key", trusted_keys,
+                  "accept only archives signed by this Ed25519 public key (PEM); repeatable; adds to "
+                  "CUJIT_CACHE_TRUSTED_KEYS");
   CLI11_PARSE(app, argc, argv);
 
   try {
     const std::string root = resolve_dir(dir);
 
     if (ls->parsed()) {
+      print_untrusted(jit::cache::scan_cache(root).untrusted);
       auto entries = jit::cache::list_cubins(root);
       // Least recently used first: the order eviction removes them in.
       std::stable_sort(entries.begin(), entries.end(),
@@ -109,11 +141,14 @@ int main(int argc, char** argv) {
       const jit::cache::CacheStats s = jit::cache::cache_stats(root);
       if (json) {
         jit::Json out = jit::cache::to_json(s);
+        out["untrusted"] = jit::Json::array();
+        for (const auto& u : s.untrusted) out["untrusted"].push_back({{"path", u.relative}, {"reason", u.reason}});
         out["dir"] = root;
         out["max_bytes"] = jit::detail::knobs().cache_max_bytes;
         std::cout << jit::cache::dump_for_output(out) << "\n";
         return 0;
       }
+      print_untrusted(s.untrusted);
       fmt::print("cache        {}\n", root);
       fmt::print("cubins       {} ({}){}\n", s.cubins, human_bytes(s.cubin_bytes),
                  s.invalid_cubins ? fmt::format(", {} invalid", s.invalid_cubins) : "");
@@ -170,17 +205,28 @@ int main(int argc, char** argv) {
     }
 
     if (exp->parsed()) {
-      const jit::cache::ExportReport r = jit::cache::export_archive(root, file);
+      const jit::cache::ExportReport r = jit::cache::export_archive(root, file, {sign_key});
       for (const auto& s : r.skipped) fmt::print(stderr, "skipped {}: {}\n", s.relative, s.reason);
-      fmt::print("exported {} cubins and {} tuning records ({}) from {} to {} ({})\n", r.cubins, r.tuning_records,
-                 human_bytes(r.bytes), root, file, human_bytes(r.archive_bytes));
+      fmt::print("exported {} cubins and {} tuning records ({}) from {} to {} ({}{})\n", r.cubins, r.tuning_records,
+                 human_bytes(r.bytes), root, file, human_bytes(r.archive_bytes), r.is_signed ? ", signed" : "");
       return 0;
     }
 
     if (imp->parsed()) {
-      const jit::cache::ImportReport r = jit::cache::import_archive(file, root);
-      fmt::print("imported {} cubins and {} tuning records ({}) from {} into {}: {} written, {} already present\n",
-                 r.cubins, r.tuning_records, human_bytes(r.bytes), file, root, r.written, r.unchanged);
+      jit::cache::ImportOptions options;
+      options.replace = replace;
+      options.trusted_keys = jit::detail::knobs().cache_trusted_keys;
+      options.trusted_keys.insert(options.trusted_keys.end(), trusted_keys.begin(), trusted_keys.end());
+      options.max_total_bytes = jit::detail::knobs().cache_max_bytes;
+      const jit::cache::ImportReport r = jit::cache::import_archive(file, root, options);
+      for (const auto& c : r.conflicts) {
+        fmt::print(stderr, "kept {}: a valid entry that differs from the archive's is already there (--replace "
+                           "replaces it)\n", c);
+      }
+      fmt::print("imported {} cubins and {} tuning records ({}) from {} into {}: {} written, {} already present, {} "
+                 "conflicts kept{}\n",
+                 r.cubins, r.tuning_records, human_bytes(r.bytes), file, root, r.written, r.unchanged,
+                 r.conflicts.size(), r.signature_verified ? "; signature verified" : "");
       // The imported entries are the newest; keep the cache under its bound.
       const auto e = jit::cache::evict_lru(root, jit::detail::knobs().cache_max_bytes);
       if (e.evicted) {

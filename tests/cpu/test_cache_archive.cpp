@@ -18,6 +18,7 @@
 #include "cache/maintenance.h"
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
+#include "tests/support/fake_cubin.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -54,7 +55,7 @@ class ArchiveTest : public cujit_test::TempDirTest {
 
   std::string add_cubin(const fs::path& root, const std::string& name, const std::string& arch) {
     const std::string key = sha256_hex(name);
-    std::string payload = "\x7f" "ELF cubin of " + name;
+    std::string payload = jit::test::fake_cubin(arch, "cubin of " + name);
     for (int i = 0; i < 200; ++i) payload += static_cast<char>((i * 31 + name.size()) & 0xFF);
     CubinStore(root).store(key, payload,
                            {{"variant", "attn_" + name}, {"arch", arch}, {"family", "attention"}, {"lowered_name", "k"}});
@@ -256,7 +257,7 @@ TEST_F(ArchiveTest, LargeEntriesCrossStreamBuffers) {
       c = static_cast<char>(x & 0xFF);
     }
     const std::string key = sha256_hex("big" + std::to_string(n));
-    CubinStore(a_).store(key, payload, {{"variant", "big"}, {"arch", "sm_80"}});
+    CubinStore(a_).store(key, jit::test::fake_cubin("sm_80", payload), {{"variant", "big"}, {"arch", "sm_80"}});
     keys_.push_back(key);
   }
   const ExportReport ex = export_archive(a_, archive_);
@@ -270,9 +271,9 @@ TEST_F(ArchiveTest, WrongVersionIsNamed) {
   add_cubin(a_, "one", "sm_90a");
   export_archive(a_, archive_);
   std::string bytes = slurp(archive_);
-  bytes[8] = 2;
+  bytes[8] = 3;
   spit(archive_, bytes);
-  expect_rejected(archive_, "format version 2", "version 2");
+  expect_rejected(archive_, "format version 3", "version 3");
 }
 
 TEST_F(ArchiveTest, HostilePathsAreRejected) {
@@ -312,7 +313,7 @@ TEST_F(ArchiveTest, ContentsAreCheckedBeforeAnythingIsWritten) {
   const std::string key = sha256_hex("x");
   const std::string other = sha256_hex("y");
   const std::string path = "cubin/" + key.substr(0, 2) + "/" + key + ".cubin";
-  const std::string good = CubinStore::encode(key, "payload", json::object());
+  const std::string good = CubinStore::encode(key, jit::test::fake_cubin("sm_90a"), {{"arch", "sm_90a"}});
   // An entry encoded for another key, a broken entry, a bad tuning record: each
   // rejected even when a valid entry comes first.
   const std::string tuning_hex = sha256_hex("whatever");

@@ -20,6 +20,7 @@
 #include "cache/eviction.h"
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
+#include "tests/support/fake_cubin.h"
 #include "jit/error.h"
 #include "jit/knobs.h"
 #include "tests/support/temp_dir.h"
@@ -64,7 +65,7 @@ class EvictionTest : public cujit_test::TempDirTest {
   fs::path add_cubin(const std::string& name, std::size_t payload, std::int64_t mtime) {
     const std::string key = sha256_hex(name);
     CubinStore store(root_);
-    store.store(key, std::string(payload, 'x'), {{"variant", name}, {"arch", "sm_90a"}});
+    store.store(key, jit::test::fake_cubin("sm_90a", std::string(payload, 'x')), {{"variant", name}, {"arch", "sm_90a"}});
     const fs::path p = store.entry_path(key);
     set_mtime(p, mtime);
     return p;
@@ -385,7 +386,7 @@ TEST_F(EvictionTest, ConcurrentReadersSeeWholeEntriesOrMisses) {
   // a later load is a miss, never a partial entry.
   const std::string key = sha256_hex("r");
   CubinStore store(root_);
-  store.store(key, std::string(50000, 'p'), json::object());
+  store.store(key, jit::test::fake_cubin("sm_80", std::string(50000, 'p')), {{"arch", "sm_80"}});
   const int fd = ::open(store.entry_path(key).c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
   evict_lru(root_, 0);
@@ -395,5 +396,5 @@ TEST_F(EvictionTest, ConcurrentReadersSeeWholeEntriesOrMisses) {
   for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) bytes.append(buf, static_cast<std::size_t>(n));
   ::close(fd);
   ASSERT_TRUE(CubinStore::decode(key, bytes).has_value());
-  EXPECT_EQ(CubinStore::decode(key, bytes)->payload, std::string(50000, 'p'));
+  EXPECT_EQ(CubinStore::decode(key, bytes)->payload, jit::test::fake_cubin("sm_80", std::string(50000, 'p')));
 }

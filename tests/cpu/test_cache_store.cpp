@@ -11,6 +11,7 @@
 #include "cache/cache_error.h"
 #include "cache/cubin_store.h"
 #include "cache/sha256.h"
+#include "tests/support/fake_cubin.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -23,6 +24,10 @@ using CubinStoreTest = cujit_test::TempDirTest;
 
 const std::string kKey = sha256_hex("variant-a");
 const std::string kOtherKey = sha256_hex("variant-b");
+const json kArch = {{"arch", "sm_90a"}};
+
+// A payload the store accepts: a CUDA ELF header for sm_90a, then `body`.
+std::string cubin(const std::string& body) { return jit::test::fake_cubin("sm_90a", body); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -143,10 +148,10 @@ TEST_F(CubinStoreTest, EntryPathLayout) {
 TEST_F(CubinStoreTest, StoreLoadRoundTrip) {
   CubinStore store(tmp_);
   EXPECT_FALSE(store.load(kKey).has_value());
-  store.store(kKey, "payload-1", {{"arch", "sm_90a"}});
+  store.store(kKey, cubin("payload-1"), kArch);
   auto e = store.load(kKey);
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->payload, "payload-1");
+  EXPECT_EQ(e->payload, cubin("payload-1"));
   EXPECT_EQ(e->meta["arch"], "sm_90a");
   EXPECT_EQ(e->meta["key"], kKey);
 
@@ -156,8 +161,8 @@ TEST_F(CubinStoreTest, StoreLoadRoundTrip) {
   ASSERT_EQ(::lstat((tmp_ / "cubin").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 
-  store.store(kKey, "payload-2", json::object());  // overwrite
-  EXPECT_EQ(store.load(kKey).value().payload, "payload-2");
+  store.store(kKey, cubin("payload-2"), kArch);  // overwrite
+  EXPECT_EQ(store.load(kKey).value().payload, cubin("payload-2"));
   EXPECT_FALSE(store.load(kOtherKey).has_value());
 }
 
@@ -171,7 +176,7 @@ TEST_F(CubinStoreTest, BadKeys) {
   for (const std::string& bad : {std::string(""), std::string("abc"), upper,
                                  std::string("../") + kKey.substr(3), kKey + "0",
                                  kKey.substr(0, 63) + "g"}) {
-    EXPECT_THROW(store.store(bad, "x", json::object()), CacheError) << bad;
+    EXPECT_THROW(store.store(bad, cubin("x"), kArch), CacheError) << bad;
     EXPECT_FALSE(store.load(bad).has_value()) << bad;
   }
   EXPECT_FALSE(fs::exists(tmp_ / "cubin"));
@@ -179,7 +184,7 @@ TEST_F(CubinStoreTest, BadKeys) {
 
 TEST_F(CubinStoreTest, CorruptFileIsRemovedThenRewritten) {
   CubinStore store(tmp_);
-  store.store(kKey, "good", json::object());
+  store.store(kKey, cubin("good"), kArch);
   const fs::path p = store.entry_path(kKey);
   std::string bytes = slurp(p);
   bytes[bytes.size() / 2] ^= 0x20;
@@ -192,15 +197,15 @@ TEST_F(CubinStoreTest, CorruptFileIsRemovedThenRewritten) {
   EXPECT_FALSE(fs::exists(p));
 
   // A valid entry for another key copied under this key's name is a miss too.
-  store.store(kOtherKey, "other", json::object());
+  store.store(kOtherKey, cubin("other"), kArch);
   fs::copy_file(store.entry_path(kOtherKey), p);
   EXPECT_FALSE(store.load(kKey).has_value());
   EXPECT_FALSE(fs::exists(p));
 
-  store.store(kKey, "fresh", json::object());
+  store.store(kKey, cubin("fresh"), kArch);
   auto e = store.load(kKey);
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->payload, "fresh");
+  EXPECT_EQ(e->payload, cubin("fresh"));
 }
 
 TEST_F(CubinStoreTest, SymlinkAtEntryPathIsNotFollowed) {
@@ -218,13 +223,13 @@ TEST_F(CubinStoreTest, SymlinkAtEntryPathIsNotFollowed) {
   EXPECT_FALSE(store.load(kKey).has_value());
   EXPECT_EQ(slurp(target), valid);
 
-  store.store(kKey, "real", json::object());
+  store.store(kKey, cubin("real"), kArch);
   EXPECT_FALSE(fs::is_symlink(p));
   EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(p)));
   EXPECT_EQ(slurp(target), valid);  // the link target is untouched
   auto e = store.load(kKey);
   ASSERT_TRUE(e.has_value());
-  EXPECT_EQ(e->payload, "real");
+  EXPECT_EQ(e->payload, cubin("real"));
 }
 
 TEST_F(CubinStoreTest, DanglingSymlinkAtEntryPath) {
@@ -234,9 +239,9 @@ TEST_F(CubinStoreTest, DanglingSymlinkAtEntryPath) {
   fs::create_symlink(tmp_ / "nowhere", p);
   EXPECT_FALSE(store.load(kKey).has_value());
   EXPECT_FALSE(fs::exists(tmp_ / "nowhere"));
-  store.store(kKey, "ok", json::object());
+  store.store(kKey, cubin("ok"), kArch);
   EXPECT_FALSE(fs::exists(tmp_ / "nowhere"));
-  EXPECT_EQ(store.load(kKey).value().payload, "ok");
+  EXPECT_EQ(store.load(kKey).value().payload, cubin("ok"));
 }
 
 TEST_F(CubinStoreTest, RefusesUnsafeCubinDir) {
@@ -244,5 +249,5 @@ TEST_F(CubinStoreTest, RefusesUnsafeCubinDir) {
   const fs::path sub = store.entry_path(kKey).parent_path();
   fs::create_directories(sub);
   ::chmod(sub.c_str(), 0777);
-  EXPECT_THROW(store.store(kKey, "x", json::object()), CacheError);
+  EXPECT_THROW(store.store(kKey, cubin("x"), kArch), CacheError);
 }

@@ -63,7 +63,7 @@ class ConfigChoice : public cujit_test::TempDirTest {
     c.target.device_name = "Fake GPU";
     c.context = &context_id_;
     c.mode = mode;
-    c.cache_root = tmp_;
+    c.cache_root = jit::cache::TrustedDir::open_root(tmp_, /*create=*/true);
     c.cujit_version = "test";
     c.nvrtc_version = "0";
     return c;

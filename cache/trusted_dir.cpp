@@ -1,0 +1,223 @@
+#include "cache/trusted_dir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+#include "cache/atomic_file.h"
+#include "cache/cache_error.h"
+
+namespace jit::cache {
+
+namespace {
+
+std::string mode_text(const struct stat& st) { return fmt::format("{:04o}", static_cast<unsigned>(st.st_mode & 07777)); }
+
+// Why `st` is not ours and private ("" when it is): the owner and mode rules
+// shared by directories and files.
+std::string owner_mode_reason(const struct stat& st) {
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me) {
+    return fmt::format("owned by uid {}, not by you (uid {})", static_cast<unsigned long>(st.st_uid),
+                       static_cast<unsigned long>(me));
+  }
+  if ((st.st_mode & 022) != 0) return fmt::format("writable by group or others (mode {})", mode_text(st));
+  return {};
+}
+
+bool is_single_component(std::string_view name) {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos;
+}
+
+}  // namespace
+
+std::string untrusted_dir_reason(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "a symbolic link";
+  if (!S_ISDIR(st.st_mode)) return "not a directory";
+  return owner_mode_reason(st);
+}
+
+std::string untrusted_file_reason(const struct stat& st) {
+  if (!S_ISREG(st.st_mode)) return "not a regular file";
+  return owner_mode_reason(st);
+}
+
+TrustedDir TrustedDir::open_root(const std::filesystem::path& root, bool create) {
+  const std::string d = root.string();
+  if (root.empty()) {
+    throw CacheError("cache directory path is empty; set CUJIT_CACHE_DIR to a directory you own");
+  }
+  int fd = -1;
+  if (create) {
+    fd = detail::open_dir_creating(root, /*nofollow_last=*/true);
+  } else {
+    fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno != ELOOP && errno != ENOTDIR) {
+      const int err = errno;
+      throw CacheError(fmt::format("cannot open cache directory {}: {}; pass an existing cache directory or set "
+                                   "CUJIT_CACHE_DIR to a directory you own",
+                                   d, detail::errno_text(err)));
+    }
+  }
+  if (fd < 0) {
+    // ELOOP or ENOTDIR at the root itself: say which.
+    struct stat lst {};
+    if (::lstat(root.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode)) {
+      throw UntrustedCacheDir(fmt::format(
+          "cache directory {} is a symbolic link, which is not trusted (the cache holds code that runs in this "
+          "process); replace it with a real directory (`rm {} && mkdir -m 700 {}`) or set CUJIT_CACHE_DIR to a "
+          "directory you own",
+          d, d, d));
+    }
+    throw CacheError(fmt::format(
+        "cache directory {} exists but is not a directory; remove or rename it, or set CUJIT_CACHE_DIR to a "
+        "directory you own",
+        d));
+  }
+  auto handle = std::make_shared<const detail::Fd>(fd);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    throw CacheError(fmt::format("cache directory {} cannot be inspected: {}; fix its permissions or set "
+                                 "CUJIT_CACHE_DIR to a directory you own",
+                                 d, detail::errno_text(err)));
+  }
+  const uid_t me = ::geteuid();
+  if (st.st_uid != me) {
+    throw UntrustedCacheDir(fmt::format(
+        "cache directory {} is owned by uid {}, not by you (uid {}); the cache holds code that runs in this "
+        "process, so it must be yours: `chown {} {} && chmod 700 {}`, or set CUJIT_CACHE_DIR to a directory you own",
+        d, static_cast<unsigned long>(st.st_uid), static_cast<unsigned long>(me), static_cast<unsigned long>(me), d,
+        d));
+  }
+  if ((st.st_mode & 022) != 0) {
+    throw UntrustedCacheDir(fmt::format(
+        "cache directory {} is writable by group or others (mode {}); the cache holds code that runs in this "
+        "process, so fix it with `chmod 700 {}` or set CUJIT_CACHE_DIR to a directory you own",
+        d, mode_text(st), d));
+  }
+  return TrustedDir(std::move(handle), root);
+}
+
+std::optional<TrustedDir> TrustedDir::open_subdir(std::string_view relative, bool create) const {
+  TrustedDir dir = *this;
+  std::size_t pos = 0;
+  while (pos <= relative.size()) {
+    const std::size_t slash = std::min(relative.find('/', pos), relative.size());
+    const std::string name(relative.substr(pos, slash - pos));
+    pos = slash + 1;
+    if (!is_single_component(name)) {
+      throw CacheError(fmt::format("'{}' is not a path inside the cache; this is a bug in the caller", relative));
+    }
+    const std::filesystem::path shown = dir.path_ / name;
+    int fd = ::openat(dir.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      if (!create) return std::nullopt;
+      if (::mkdirat(dir.fd(), name.c_str(), 0700) != 0 && errno != EEXIST) {
+        const int err = errno;
+        throw CacheError(fmt::format("cannot create cache directory {}: {}; check that the disk is not full and the "
+                                     "cache is writable by you",
+                                     shown.string(), detail::errno_text(err)));
+      }
+      fd = ::openat(dir.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    struct stat st {};
+    if (fd < 0) {
+      const int err = errno;
+      const bool found = (err == ELOOP || err == ENOTDIR) &&
+                         ::fstatat(dir.fd(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+      if (found && S_ISREG(st.st_mode) && owner_mode_reason(st).empty()) {
+        // Our own file where a directory belongs: a broken cache, not an attack.
+        throw CacheError(fmt::format("cannot use cache directory {}: a file is in its place; remove it (cujit "
+                                     "creates the directory again)",
+                                     shown.string()));
+      }
+      if (found) {
+        throw UntrustedCacheDir(fmt::format(
+            "cache directory {} is {}, which is not trusted (the cache holds code that runs in this process); "
+            "remove it (`rm -rf {}`): cujit creates it again",
+            shown.string(), untrusted_dir_reason(st), shown.string()));
+      }
+      throw CacheError(fmt::format("cannot open cache directory {}: {}", shown.string(), detail::errno_text(err)));
+    }
+    auto handle = std::make_shared<const detail::Fd>(fd);
+    if (::fstat(fd, &st) != 0) {
+      const int err = errno;
+      throw CacheError(fmt::format("cannot inspect cache directory {}: {}", shown.string(), detail::errno_text(err)));
+    }
+    if (const std::string why = untrusted_dir_reason(st); !why.empty()) {
+      throw UntrustedCacheDir(fmt::format(
+          "cache directory {} is {}, which is not trusted (the cache holds code that runs in this process); fix it "
+          "with `chown $(id -u) {} && chmod 700 {}`, or remove it (`rm -rf {}`): cujit creates it again",
+          shown.string(), why, shown.string(), shown.string(), shown.string()));
+    }
+    dir = TrustedDir(std::move(handle), shown);
+  }
+  return dir;
+}
+
+std::optional<TrustedDir::File> TrustedDir::read_file(std::string_view name, std::uint64_t max_bytes,
+                                                      std::string* problem) const {
+  if (problem != nullptr) problem->clear();
+  if (!is_single_component(name)) return std::nullopt;
+  // O_NONBLOCK: a FIFO planted at the name must not hang the reader.
+  const int raw = ::openat(fd(), std::string(name).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (raw < 0) {
+    if (problem != nullptr && errno == ELOOP) *problem = "a symbolic link";
+    return std::nullopt;
+  }
+  detail::Fd file(raw);
+  File out;
+  if (::fstat(file.get(), &out.st) != 0) return std::nullopt;
+  if (const std::string why = untrusted_file_reason(out.st); !why.empty()) {
+    if (problem != nullptr) *problem = why;
+    return std::nullopt;
+  }
+  std::optional<std::string> bytes = detail::read_whole_regular_file(file.get(), &out.st, max_bytes);
+  if (!bytes) return std::nullopt;
+  out.bytes = std::move(*bytes);
+  return out;
+}
+
+void TrustedDir::write_file(std::string_view name, std::string_view bytes) const {
+  write_file_atomic_at(fd(), std::string(name), bytes, (path_ / name).string());
+}
+
+std::optional<struct stat> TrustedDir::stat_entry(std::string_view name) const {
+  struct stat st {};
+  if (!is_single_component(name)) return std::nullopt;
+  if (::fstatat(fd(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+  return st;
+}
+
+bool TrustedDir::unlink(std::string_view name) const {
+  return is_single_component(name) && ::unlinkat(fd(), std::string(name).c_str(), 0) == 0;
+}
+
+std::vector<std::string> TrustedDir::list() const {
+  std::vector<std::string> names;
+  // fdopendir takes over the descriptor it is given: hand it a duplicate.
+  const int dup = ::openat(fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dup < 0) return names;
+  DIR* d = ::fdopendir(dup);
+  if (d == nullptr) {
+    ::close(dup);
+    return names;
+  }
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name = e->d_name;
+    if (name == "." || name == "..") continue;
+    names.emplace_back(name);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace jit::cache
