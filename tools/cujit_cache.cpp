@@ -10,11 +10,16 @@
 //   cujit-cache import FILE          verify an archive, then publish its entries
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cache/archive.h"
 #include "cache/cache_dir.h"
@@ -22,6 +27,7 @@
 #include "cache/maintenance.h"
 #include "jit/cujit.h"
 #include "jit/knobs.h"
+#include "tools/tool_message.h"
 
 namespace {
 
@@ -46,13 +52,39 @@ std::string local_time(std::int64_t ns) {
 }
 
 std::string resolve_dir(const std::string& dir) {
-  if (!dir.empty()) return dir;
+  if (!dir.empty()) {
+    // A typo must not read as an empty cache (nor export an empty archive).
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error)) {
+      throw jit::Error(jit::ErrorCode::InvalidArgument,
+                       std::filesystem::exists(dir, error)
+                           ? fmt::format("--dir {} is not a directory", dir)
+                           : fmt::format("--dir {} does not exist (to import into a new cache, create it first: "
+                                         "mkdir -m 700 {})",
+                                         dir, dir));
+    }
+    return dir;
+  }
   const std::string d = jit::cache_directory();
   if (d.empty()) {
     throw jit::Error(jit::ErrorCode::InvalidArgument,
                      "the disk cache is off (CUJIT_DISK_CACHE=0), so there is no cache directory; pass --dir DIR");
   }
   return d;
+}
+
+// The first word that is not an option (nor --dir's value): the subcommand
+// CLI11 would otherwise report as an unexpected argument.
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--dir") {
+      ++i;
+    } else if (arg.empty() || arg[0] != '-') {
+      return std::string(arg);
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -80,6 +112,16 @@ int main(int argc, char** argv) {
   exp->add_option("FILE", file, "archive to write (e.g. cache.cujit)")->required();
   CLI::App* imp = app.add_subcommand("import", "verify archive FILE, then add its entries to the cache");
   imp->add_option("FILE", file, "archive to read")->required();
+  std::vector<std::string> names;
+  for (const CLI::App* sub : std::as_const(app).get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  if (const std::string word = first_word(argc, argv);
+      !word.empty() && std::find(names.begin(), names.end(), word) == names.end()) {
+    fmt::print(stderr, "cujit-cache: unknown subcommand {}; the subcommands are {} (cujit-cache --help says more)\n",
+               word, fmt::join(names, ", "));
+    return 2;
+  }
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -145,9 +187,7 @@ int main(int argc, char** argv) {
       const auto max_bytes = jit::cache::parse_byte_size(max_bytes_text);
       if (!max_bytes) {
         throw jit::Error(jit::ErrorCode::InvalidArgument,
-                         fmt::format("--max-bytes '{}' is not a size: give bytes, or a number with K, M, G or T "
-                                     "(e.g. 512M, 4G)",
-                                     max_bytes_text));
+                         jit::detail::byte_size_error(fmt::format("--max-bytes '{}'", max_bytes_text), max_bytes_text));
       }
       jit::cache::EvictionOptions options;
       const jit::cache::EvictionReport r = jit::cache::evict_lru(root, *max_bytes, options);
@@ -189,7 +229,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const std::exception& e) {
-    std::cerr << "cujit-cache: " << e.what() << "\n";
+    std::cerr << tool_message("cujit-cache", e) << "\n";
     return 1;
   }
   return 0;
