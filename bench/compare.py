@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Joins cujit-bench's CSV with peers.py's CSV (same shapes, same run) and
+"""Joins cujit-bench's CSV with bench/peers.py's CSV (same shapes, same run) and
 prints cujit time / peer time per shape, with geometric means over the grid.
 A ratio below 1 means cujit is faster.
 
@@ -40,7 +40,10 @@ def main():
     peers = {}
     for r in csv.DictReader(open(peers_csv)):
         peers.setdefault(key(r), {})[r["impl"]] = r
-    impls = ["flash", "cudnn", "triton"]
+    # The peers the CSV has, in this order (bench/peers.py times SDPA's backends;
+    # an older peers CSV may have "triton" as well).
+    present = {impl for by_impl in peers.values() for impl in by_impl}
+    impls = [i for i in ("flash", "cudnn", "efficient", "triton") if i in present]
     print(f"{'tag':10} {'B':>3} {'H':>3} {'S':>6} {'D':>4} {'c':>2} {'dtype':>8} | {'cujit us':>9} {'TFLOP/s':>7} | "
           + " ".join(f"{'/' + i:>8}" for i in impls) + " | variant")
     logs = {i: {} for i in impls}

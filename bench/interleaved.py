@@ -2,7 +2,7 @@
 
 Each shape of the PERFORMANCE.md grid is timed in rounds; every round times
 cujit and each peer back to back (alternating who goes first) with the same
-method as ../shared/bench/peers.py (triton.testing.do_bench: L2 cleared
+method as bench/peers.py (triton.testing.do_bench: L2 cleared
 before each repetition, CUDA events, median). Clocks and temperature drift
 between the two, or between runs, then move both sides of a ratio alike.
 Prints, per shape, the median time of each and cujit/peer per round. At

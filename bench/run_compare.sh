@@ -8,17 +8,14 @@
 # then cujit and the SDPA backends timed back to back in one process
 # (interleaved.txt: bench/interleaved.py, through bindings/python).
 # Usage: bench/run_compare.sh [--quick] [OUTDIR]
-# PEERS (default ../shared/bench/peers.py, else .peers/peers.py) names peers.py.
+# The peers are PyTorch SDPA's backends (bench/peers.py); PEERS names another
+# script with the same CSV columns.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=""; [[ ${1:-} == --quick ]] && { quick="--quick"; shift; }
 out=${1:-bench-out}
 mkdir -p "$out"
-peers=${PEERS:-}
-for candidate in ../shared/bench/peers.py .peers/peers.py; do
-  [[ -z $peers && -f $candidate ]] && peers=$candidate
-done
-[[ -n $peers ]] || { echo "run_compare: peers.py not found; set PEERS" >&2; exit 1; }
+peers=${PEERS:-bench/peers.py}
 build=${CUJIT_BUILD_DIR:-build}
 [[ -x $build/tools/cujit-bench ]] || scripts/build
 export CUJIT_CACHE_DIR=$(mktemp -d /tmp/cujit-bench-cache-XXXXXX)

@@ -253,12 +253,23 @@ void publish(const cache::TrustedDir& root, const std::string& key, const Varian
   }
 }
 
+CompileRequest request_of(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch) {
+  return CompileRequest{&family.sources(), family.name_expression(spec, config), arch,
+                        family.compile_options(spec, config)};
+}
+
 }  // namespace
+
+std::filesystem::path cached_entry_path(const KernelFamily& family, const Json& spec, const Json& config,
+                                        const std::string& arch) {
+  const auto& root = cache_root();
+  if (!root) return {};
+  return cache::CubinStore(*root).entry_path(binary_cache_key(request_of(family, spec, config, arch)));
+}
 
 VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch,
                             CompilePolicy policy) {
-  const CompileRequest request{&family.sources(), family.name_expression(spec, config), arch,
-                               family.compile_options(spec, config)};
+  const CompileRequest request = request_of(family, spec, config, arch);
   VariantBinary out;
   out.variant = family.variant_name(spec, config);
   out.arch = arch;

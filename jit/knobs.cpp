@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <charconv>
 #include <initializer_list>
+#include <limits>
+#include <string>
 #include <cstdlib>
 #include <string_view>
 #include <thread>
@@ -94,16 +96,22 @@ bool parse_bool_knob(const char* name, const char* value, bool fallback) {
   throw Error(ErrorCode::InvalidArgument, fmt::format("{}='{}' is not one of 0, 1", name, v));
 }
 
+std::string byte_size_error(std::string_view what, std::string_view text) {
+  // Digits and a unit that parse with a small number: the number is too large.
+  const std::size_t digits = text.find_first_not_of("0123456789");
+  if (digits != 0 && cache::parse_byte_size("1" + std::string(text.substr(std::min(digits, text.size()))))) {
+    return fmt::format("{} is out of range: the largest size is {} bytes (just under 16E)", what,
+                       std::numeric_limits<std::uint64_t>::max());
+  }
+  return fmt::format("{} is not a size: give bytes, or a number with K, M, G or T (binary multiples), e.g. 512M or 4G",
+                     what);
+}
+
 std::uint64_t parse_cache_max_bytes(const char* value) {
   const std::string_view v = value ? value : "";
   if (v.empty()) return cache::kDefaultCacheMaxBytes;
   const std::optional<std::uint64_t> bytes = cache::parse_byte_size(v);
-  if (!bytes) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("CUJIT_CACHE_MAX_BYTES='{}' is not a size: give bytes, or a number with K, M, G or T "
-                            "(binary multiples), e.g. 512M or 4G",
-                            v));
-  }
+  if (!bytes) throw Error(ErrorCode::InvalidArgument, byte_size_error(fmt::format("CUJIT_CACHE_MAX_BYTES='{}'", v), v));
   if (*bytes == 0) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("CUJIT_CACHE_MAX_BYTES='{}' leaves no room for the cache; to keep nothing on disk set "

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace jit::detail {
@@ -59,5 +60,8 @@ unsigned usable_cpus();
 bool parse_bool_knob(const char* name, const char* value, bool fallback);
 // CUJIT_CACHE_MAX_BYTES: unset or empty is the 4 GiB default; 0 is refused.
 std::uint64_t parse_cache_max_bytes(const char* value);
+// Why `text`, which cache::parse_byte_size refused, is not a size, after
+// `what` (e.g. "--max-bytes '99999999999999999999'"): out of range, or not a size.
+std::string byte_size_error(std::string_view what, std::string_view text);
 
 }  // namespace jit::detail

@@ -25,8 +25,17 @@ struct AttentionShape {
 AttentionShape parse_attention_shape(const std::string& text);
 
 /// Shapes from a JSON manifest: {"shapes": [{"batch":1,"heads":16,"seq":1024,
-/// "head_dim":64,"dtype":"fp16","causal":false}, ...]}.
+/// "head_dim":64,"dtype":"fp16","causal":false}, ...]}. Each entry needs
+/// "seq" and "head_dim"; "batch" defaults to 1, "heads" to 16, "dtype" to
+/// "fp16" (or "bf16"), "causal" to false; any other key is refused. Throws
+/// Error(InvalidArgument) naming the parse error's position, or the entry (by
+/// index from 0) and key that is wrong. An empty "shapes" array is valid.
 std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text);
+
+/// The manifest in file `path`: as parse_attention_manifest, with the path in
+/// every message; a directory or an unreadable file is Error(InvalidArgument)
+/// naming it.
+std::vector<AttentionShape> read_attention_manifest(const std::string& path);
 
 /// Every shape the shipped attention families specialize on for `arch` (each
 /// head dim a family serves there, both dtypes, causal or not), for --all.
@@ -36,6 +45,10 @@ struct WarmupSummary {
   int compiled = 0;  ///< variants NVRTC compiled now
   int cached = 0;    ///< variants already in the disk cache
   int failed = 0;
+  /// Variants compiled or found that were no longer in the disk cache when
+  /// the warm-up ended: evicted because CUJIT_CACHE_MAX_BYTES is smaller than
+  /// the set. Nonzero means a later process compiles them again.
+  int not_kept = 0;
   int tuned = 0;     ///< shapes tuned on the GPU
   double seconds = 0;
   std::vector<std::string> errors;
@@ -45,6 +58,10 @@ using WarmupProgress = std::function<void(const CompileReport& report, std::size
 
 /// Compiles, for each arch, every unpruned config of every variant these
 /// shapes need into the disk cache, on `threads` threads. Needs no GPU.
+/// Checks the cache once before compiling: an untrusted cache directory is
+/// Error(Cache), the disk cache turned off (CUJIT_DISK_CACHE=0, where nothing
+/// compiled would be kept) Error(InvalidArgument). Afterwards counts in
+/// `not_kept` the variants that are no longer in the cache.
 WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std::vector<AttentionShape>& shapes,
                                 unsigned threads, const WarmupProgress& progress = {});
 

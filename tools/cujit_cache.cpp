@@ -16,13 +16,16 @@
 // and refused by the rest.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <vector>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 #include "cache/archive.h"
 #include "cache/bounded_json.h"
@@ -33,6 +36,7 @@
 #include "cache/maintenance.h"
 #include "jit/cujit.h"
 #include "jit/knobs.h"
+#include "tools/tool_message.h"
 
 namespace {
 
@@ -63,12 +67,19 @@ void print_untrusted(const std::vector<jit::cache::UntrustedSubtree>& untrusted)
 
 std::string resolve_dir(const std::string& dir) {
   if (!dir.empty()) {
-    // The same check as cujit's own root: a symlink, another owner or a
-    // group/other-writable mode is refused (a missing directory is left to
-    // each command: empty for ls, created by import).
-    if (std::filesystem::exists(std::filesystem::symlink_status(dir))) {
-      (void)jit::cache::TrustedDir::open_root(dir, /*create=*/false);
+    // A typo must not read as an empty cache (nor export an empty archive).
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error)) {
+      throw jit::Error(jit::ErrorCode::InvalidArgument,
+                       std::filesystem::exists(dir, error)
+                           ? fmt::format("--dir {} is not a directory", dir)
+                           : fmt::format("--dir {} does not exist (to import into a new cache, create it first: "
+                                         "mkdir -m 700 {})",
+                                         dir, dir));
     }
+    // The same check as cujit's own root: a symlink, another owner or a
+    // group/other-writable mode is refused.
+    (void)jit::cache::TrustedDir::open_root(dir, /*create=*/false);
     return dir;
   }
   const std::string d = jit::cache_directory();
@@ -77,6 +88,20 @@ std::string resolve_dir(const std::string& dir) {
                      "the disk cache is off (CUJIT_DISK_CACHE=0), so there is no cache directory; pass --dir DIR");
   }
   return d;
+}
+
+// The first word that is not an option (nor --dir's value): the subcommand
+// CLI11 would otherwise report as an unexpected argument.
+std::string first_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--dir") {
+      ++i;
+    } else if (arg.empty() || arg[0] != '-') {
+      return std::string(arg);
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -112,6 +137,16 @@ int main(int argc, char** argv) {
   imp->add_option("--trusted-key", trusted_keys,
                   "accept only archives signed by this Ed25519 public key (PEM); repeatable; adds to "
                   "CUJIT_CACHE_TRUSTED_KEYS");
+  std::vector<std::string> names;
+  for (const CLI::App* sub : std::as_const(app).get_subcommands([](const CLI::App*) { return true; })) {
+    names.push_back(sub->get_name());
+  }
+  if (const std::string word = first_word(argc, argv);
+      !word.empty() && std::find(names.begin(), names.end(), word) == names.end()) {
+    fmt::print(stderr, "cujit-cache: unknown subcommand {}; the subcommands are {} (cujit-cache --help says more)\n",
+               word, fmt::join(names, ", "));
+    return 2;
+  }
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -181,9 +216,7 @@ int main(int argc, char** argv) {
       const auto max_bytes = jit::cache::parse_byte_size(max_bytes_text);
       if (!max_bytes) {
         throw jit::Error(jit::ErrorCode::InvalidArgument,
-                         fmt::format("--max-bytes '{}' is not a size: give bytes, or a number with K, M, G or T "
-                                     "(e.g. 512M, 4G)",
-                                     max_bytes_text));
+                         jit::detail::byte_size_error(fmt::format("--max-bytes '{}'", max_bytes_text), max_bytes_text));
       }
       jit::cache::EvictionOptions options;
       const jit::cache::EvictionReport r = jit::cache::evict_lru(root, *max_bytes, options);
@@ -236,7 +269,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const std::exception& e) {
-    std::cerr << "cujit-cache: " << e.what() << "\n";
+    std::cerr << tool_message("cujit-cache", e) << "\n";
     return 1;
   }
   return 0;

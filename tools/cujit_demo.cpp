@@ -1,31 +1,61 @@
 // cujit-demo: the Quick start's main job. On a GPU: runs jit::attention on a
 // default shape twice (the first call compiles and tunes, the second reuses)
 // and prints time, TFLOP/s, the chosen config and where the cache is. With no
-// GPU: warms the cache for sm_90a and sm_89 offline and says so.
+// GPU: warms the cache offline for --arch (sm_90a and sm_89 by default) and
+// says so.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
+#include <cstdio>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "jit/cujit.h"
 #include "jit/timing.h"
 #include "jit/knobs.h"
 #include "jit/warmup.h"
+#include "tools/arch_list.h"
+#include "tools/tool_message.h"
+#include "tools/warmup_progress.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cujit-demo: run (or, with no GPU, pre-compile) jit::attention on a default shape"};
   std::string shape_text = "4,16,2048,128,fp16,0";
+  std::string archs_text = "sm_90a,sm_89";
   app.add_option("--shape", shape_text, "B,H,S,D,dtype,causal")->capture_default_str();
+  app.add_option("--arch", archs_text, "with no GPU: the comma-separated archs to warm the cache for (H100: sm_90a)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
     const jit::AttentionShape s = jit::parse_attention_shape(shape_text);
     if (!jit::gpu_present()) {
-      fmt::print("No GPU here, so nothing can run; warming the cache offline instead, since NVRTC needs no GPU.\n");
-      const auto summary = jit::warm_up_attention({"sm_90a", "sm_89"}, {s}, jit::detail::usable_cpus());
-      fmt::print("Compiled {} variants ({} were already cached, {} failed) of attention {} for sm_90a and sm_89 in "
-                 "{:.1f} s.\nCache: {}\nOn an H100 or an Ada GPU sharing this cache, the first call only tunes.\n",
-                 summary.compiled, summary.cached, summary.failed, shape_text, summary.seconds, jit::cache_directory());
+      const std::vector<std::string> archs = split_archs(archs_text);
+      if (archs.empty()) {
+        fmt::print(stderr, "cujit-demo: --arch '{}' names no arch; give e.g. --arch sm_90a\n", archs_text);
+        return 2;
+      }
+      fmt::print("No GPU here, so nothing can run; warming the cache offline for {} instead, since NVRTC needs no "
+                 "GPU.\n",
+                 fmt::join(archs, " and "));
+      std::fflush(stdout);
+      jit::WarmupSummary summary;
+      try {
+        summary = jit::warm_up_attention(archs, {s}, jit::detail::usable_cpus(), warmup_progress("cujit-demo"));
+      } catch (const jit::Error& e) {
+        if (e.code() != jit::ErrorCode::Unsupported) throw;
+        // D=256 is served on sm_90a only: the default list includes sm_89.
+        fmt::print(stderr, "{}\ncujit-demo: choose the archs to warm for with --arch (e.g. --arch sm_90a)\n",
+                   tool_message("cujit-demo", e));
+        return 1;
+      }
+      fmt::print("Compiled {} variants ({} were already cached, {} failed) of attention {} for {} in {:.1f} s.\n"
+                 "Cache: {}\nOn a GPU of those archs sharing this cache, the first call only tunes.\n",
+                 summary.compiled, summary.cached, summary.failed, shape_text, fmt::join(archs, " and "),
+                 summary.seconds, jit::cache_directory());
+      for (const auto& e : summary.errors) fmt::print(stderr, "  {}\n", e);
       return summary.failed == 0 ? 0 : 1;
     }
     jit::DeviceTensor q = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 1);
@@ -60,7 +90,7 @@ int main(int argc, char** argv) {
     fmt::print("cache       {}\n", jit::cache_directory());
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << tool_message("cujit-demo", e) << "\n";
     return 1;
   }
 }

@@ -5,58 +5,81 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <chrono>
-#include <fstream>
+#include <algorithm>
 #include <iostream>
-#include <sstream>
 
 #include "jit/cujit.h"
 #include "jit/knobs.h"
 #include "jit/warmup.h"
+#include "tools/arch_list.h"
+#include "tools/tool_message.h"
+#include "tools/warmup_progress.h"
+
+namespace {
+
+constexpr const char* kManifestHelp = R"(Manifest (--manifest FILE): a JSON object with a "shapes" array, e.g.
+  {"shapes": [{"seq": 4096, "head_dim": 128, "dtype": "bf16", "causal": true},
+              {"batch": 2, "heads": 8, "seq": 1024, "head_dim": 64}]}
+Each entry's keys, and their defaults:
+  seq       sequence length (required)
+  head_dim  64, 128, or 256 on sm_90a (required)
+  batch     1
+  heads     16
+  dtype     "fp16" (or "bf16")
+  causal    false
+Any other key is an error. batch, heads and seq only matter for tuning on a GPU.
+)";
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cujit-warmup: compile (and, on a GPU, tune) attention variants into the cache"};
+  app.footer(kManifestHelp);
   std::string archs_text = "sm_90a,sm_89";
   std::vector<std::string> shape_texts;
   std::string manifest_path;
   bool all = false, json = false, no_tune = false;
   unsigned threads = jit::detail::usable_cpus();
-  app.add_option("--arch", archs_text, "comma-separated targets, e.g. sm_90a,sm_89,sm_80")->capture_default_str();
+  app.add_option("--arch", archs_text, "comma-separated targets, e.g. sm_90a,sm_89,sm_80 (H100/H200: sm_90a)")
+      ->capture_default_str();
   app.add_option("--shape", shape_texts, "B,H,S,D,dtype,causal, e.g. 1,16,1024,64,fp16,0 (repeatable)");
-  app.add_option("--manifest", manifest_path, "JSON file: {\"shapes\": [{\"seq\":..,\"head_dim\":..}, ...]}");
+  app.add_option("--manifest", manifest_path, "JSON file of shapes (see below)");
   app.add_flag("--all", all, "compile the whole shipped config space (every head dim, dtype, causal)");
   app.add_flag("--no-tune", no_tune, "compile only, even on a GPU");
-  app.add_option("--threads", threads, "parallel NVRTC compiles")->capture_default_str();
+  app.add_option("--threads", threads, "parallel NVRTC compiles (at least 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1024u));
   app.add_flag("--json", json, "print the summary as one JSON object");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    std::vector<std::string> archs;
-    std::stringstream arch_stream(archs_text);
-    for (std::string arch; std::getline(arch_stream, arch, ',');)
-      if (!arch.empty()) archs.push_back(arch);
+    const std::vector<std::string> archs = split_archs(archs_text);
+    if (archs.empty()) {
+      fmt::print(stderr, "cujit-warmup: --arch '{}' names no arch; give e.g. --arch sm_90a,sm_89\n", archs_text);
+      return 2;
+    }
+    // sm_90 is a valid target (the portable family), but an H100 or H200
+    // reports sm_90a and runs the sm90 family: sm_90 variants go unused there.
+    if (std::count(archs.begin(), archs.end(), "sm_90") && !std::count(archs.begin(), archs.end(), "sm_90a")) {
+      fmt::print(stderr,
+                 "cujit-warmup: warning: an H100 or H200 is sm_90a, which never uses sm_90 variants; for those "
+                 "GPUs give --arch sm_90a\n");
+    }
     std::vector<jit::AttentionShape> shapes;
     for (const auto& text : shape_texts) shapes.push_back(jit::parse_attention_shape(text));
     if (!manifest_path.empty()) {
-      std::ifstream file(manifest_path);
-      if (!file) throw jit::Error(jit::ErrorCode::InvalidArgument, "cannot read manifest " + manifest_path);
-      std::stringstream text;
-      text << file.rdbuf();
-      for (const auto& s : jit::parse_attention_manifest(text.str())) shapes.push_back(s);
+      const auto listed = jit::read_attention_manifest(manifest_path);
+      if (listed.empty()) {
+        fmt::print(stderr, "cujit-warmup: manifest {} has no shapes (its \"shapes\" array is empty)\n", manifest_path);
+        return 2;
+      }
+      shapes.insert(shapes.end(), listed.begin(), listed.end());
     }
     if (shapes.empty() && !all) {
       std::cerr << "cujit-warmup: nothing to do: give --shape, --manifest or --all\n";
       return 2;
     }
-    const auto start = std::chrono::steady_clock::now();
-    const auto progress = [&](const jit::CompileReport& r, std::size_t done, std::size_t total) {
-      if (json) return;
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      const double eta = elapsed / double(done) * double(total - done);
-      fmt::print(stderr, "\r[{}/{}] ETA {:.0f} s  {} {} {}\033[K", done, total, eta, r.arch, r.variant,
-                 r.from_cache ? "(cached)" : "");
-      if (done == total) fmt::print(stderr, "\n");
-    };
+    const jit::WarmupProgress progress = json ? jit::WarmupProgress{} : warmup_progress("cujit-warmup");
     // With --all each arch gets the specializations its families serve there
     // (head dim 256 only where the sm90 family runs).
     jit::WarmupSummary summary;
@@ -72,6 +95,7 @@ int main(int argc, char** argv) {
       summary.compiled += one.compiled;
       summary.cached += one.cached;
       summary.failed += one.failed;
+      summary.not_kept += one.not_kept;
       summary.seconds += one.seconds;
       summary.errors.insert(summary.errors.end(), one.errors.begin(), one.errors.end());
     }
@@ -86,11 +110,20 @@ int main(int argc, char** argv) {
     } else if (!no_tune) {
       tune_note = "not tuned: no GPU here (compiled only; tuning happens on the first call on the GPU)";
     }
+    // Evicted as soon as stored: a later process would compile these again.
+    std::string not_kept_note;
+    if (summary.not_kept > 0) {
+      not_kept_note = fmt::format(
+          "{} of {} variants did not stay in the cache: CUJIT_CACHE_MAX_BYTES ({} bytes) is smaller than the set; "
+          "raise it (a rerun would compile them again)",
+          summary.not_kept, summary.compiled + summary.cached, jit::detail::knobs().cache_max_bytes);
+    }
     if (json) {
       jit::Json out = {{"compiled", summary.compiled}, {"cached", summary.cached}, {"failed", summary.failed},
-                       {"tuned", summary.tuned},       {"seconds", summary.seconds}, {"archs", archs},
-                       {"errors", summary.errors}};
+                       {"not_kept", summary.not_kept}, {"tuned", summary.tuned},   {"seconds", summary.seconds},
+                       {"archs", archs},               {"errors", summary.errors}};
       if (!tune_note.empty()) out["note"] = tune_note;
+      if (!not_kept_note.empty()) out["not_kept_note"] = not_kept_note;
       std::cout << out.dump() << "\n";
     } else {
       fmt::print("cujit-warmup: {} compiled, {} already cached, {} failed, {} shapes tuned, {:.1f} s ({})\n",
@@ -98,10 +131,11 @@ int main(int argc, char** argv) {
                  fmt::join(archs, ", "));
       for (const auto& e : summary.errors) fmt::print(stderr, "  {}\n", e);
       if (!tune_note.empty()) fmt::print("{}\n", tune_note);
+      if (!not_kept_note.empty()) fmt::print(stderr, "cujit-warmup: {}\n", not_kept_note);
     }
-    return summary.failed == 0 ? 0 : 1;
+    return summary.failed == 0 && summary.not_kept == 0 ? 0 : 1;
   } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << tool_message("cujit-warmup", e) << "\n";
     return 1;
   }
 }

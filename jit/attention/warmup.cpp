@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cerrno>
 #include <charconv>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -16,6 +20,7 @@
 #include "jit/attention.h"
 #include "jit/attention/family_registry.h"
 #include "jit/attention/warmup_shapes.h"
+#include "jit/binary_cache.h"
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/log.h"
@@ -46,6 +51,9 @@ AttentionShape parse_attention_shape(const std::string& text) {
   auto integer = [&](const std::string& field) {
     std::int64_t value = 0;
     const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
+    if (error == std::errc::result_out_of_range && end == field.data() + field.size()) {
+      invalid(fmt::format("shape '{}': '{}' is out of range (B, H, S and D must fit in 64 bits)", text, field));
+    }
     if (field.empty() || error != std::errc() || end != field.data() + field.size()) {
       invalid(fmt::format("shape '{}': '{}' is not an integer (B, H, S and D must be integers)", text, field));
     }
@@ -65,47 +73,108 @@ AttentionShape parse_attention_shape(const std::string& text) {
   return s;
 }
 
-std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text) {
-  const Json manifest = cache::parse_bounded_json(json_text, cache::kWarmupManifestLimits).value_or(nullptr);
-  if (!manifest.is_object() || !manifest.contains("shapes") || !manifest["shapes"].is_array()) {
-    invalid("the manifest must be a JSON object with a \"shapes\" array");
+namespace {
+
+// `name` opens every message: "the manifest", or "manifest PATH" for a file.
+std::vector<AttentionShape> parse_manifest(const std::string& json_text, const std::string& name) {
+  if (json_text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    invalid(fmt::format("{} is empty; it must be a JSON object with a \"shapes\" array", name));
   }
-  std::vector<AttentionShape> shapes;
-  for (const Json& entry : manifest["shapes"]) {
-    try {
-      if (!entry.is_object()) invalid(fmt::format("manifest entry {} is not an object", entry.dump()));
-      // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
-      // would be undefined or silently truncate.
-      auto size_field = [&](const char* name, std::optional<std::int64_t> fallback) -> std::int64_t {
-        const auto it = entry.find(name);
-        if (it == entry.end()) {
-          if (!fallback) invalid(fmt::format("manifest entry {} has no \"{}\"", entry.dump(), name));
-          return *fallback;
-        }
-        if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(INT64_MAX)) {
-          invalid(fmt::format("manifest entry {}: \"{}\" is too large", entry.dump(), name));
-        }
-        if (!it->is_number_integer()) {
-          invalid(fmt::format("manifest entry {}: \"{}\" must be an integer", entry.dump(), name));
-        }
-        return it->get<std::int64_t>();
-      };
-      AttentionShape s;
-      s.batch = size_field("batch", 1);
-      s.heads = size_field("heads", 16);
-      s.seq = size_field("seq", std::nullopt);
-      s.head_dim = size_field("head_dim", std::nullopt);
-      s.dtype = parse_dtype(entry.value("dtype", std::string("fp16")));
-      s.causal = entry.value("causal", false);
-      if (s.batch <= 0 || s.heads <= 0 || s.seq <= 0 || s.head_dim <= 0) invalid("sizes must be positive");
-      shapes.push_back(s);
-    } catch (const Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      invalid(fmt::format("manifest entry {} is not a shape: {}", entry.dump(), e.what()));
+  // Size and depth first: a hostile document must neither exhaust memory nor
+  // overflow the stack of the recursive walkers below.
+  const cache::JsonLimits& limits = cache::kWarmupManifestLimits;
+  if (json_text.size() > limits.max_bytes) {
+    invalid(fmt::format("{} is {} bytes, more than the {} accepted", name, json_text.size(), limits.max_bytes));
+  }
+  if (const auto at = cache::first_byte_deeper_than(json_text, limits.max_depth)) {
+    invalid(fmt::format("{} nests deeper than {} levels (byte {})", name, limits.max_depth, *at + 1));
+  }
+  Json manifest;
+  try {
+    manifest = Json::parse(json_text);
+  } catch (const Json::parse_error& e) {
+    // nlohmann's text starts with "[json.exception.parse_error.N] "; the rest says where and what.
+    std::string what = e.what();
+    if (const auto bracket = what.find("] "); what.rfind("[json.", 0) == 0 && bracket != std::string::npos) {
+      what.erase(0, bracket + 2);
     }
+    invalid(fmt::format("{} is not valid JSON (byte {}): {}", name, e.byte, what));
+  }
+  if (!manifest.is_object() || !manifest.contains("shapes") || !manifest["shapes"].is_array()) {
+    invalid(fmt::format("{} must be a JSON object with a \"shapes\" array, e.g. "
+                        "{{\"shapes\": [{{\"seq\": 1024, \"head_dim\": 64}}]}}; it is {}",
+                        name, manifest.is_object() ? "an object without one" : std::string("a JSON ") + manifest.type_name()));
+  }
+  for (const auto& [key, value] : manifest.items()) {
+    if (key != "shapes") invalid(fmt::format("{} has an unknown key \"{}\" (only \"shapes\")", name, key));
+  }
+  static const std::set<std::string> known = {"batch", "heads", "seq", "head_dim", "dtype", "causal"};
+  std::vector<AttentionShape> shapes;
+  std::size_t index = 0;
+  for (const Json& entry : manifest["shapes"]) {
+    const std::string where = fmt::format("{} entry {} ({})", name, index++, entry.dump());
+    if (!entry.is_object()) invalid(fmt::format("{} is not an object", where));
+    for (const auto& [key, value] : entry.items()) {
+      if (!known.count(key)) {
+        invalid(fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key,
+                            "batch, heads, seq, head_dim, dtype, causal"));
+      }
+    }
+    // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
+    // would be undefined or silently truncate.
+    auto size_field = [&](const char* name, std::optional<std::int64_t> fallback) -> std::int64_t {
+      const auto it = entry.find(name);
+      if (it == entry.end()) {
+        if (!fallback) invalid(fmt::format("{} has no \"{}\"", where, name));
+        return *fallback;
+      }
+      if (it->is_number_unsigned() && it->get<std::uint64_t>() > std::uint64_t(INT64_MAX)) {
+        invalid(fmt::format("{}: \"{}\" is out of range", where, name));
+      }
+      if (!it->is_number_integer()) invalid(fmt::format("{}: \"{}\" must be an integer", where, name));
+      const std::int64_t value = it->get<std::int64_t>();
+      if (value <= 0) invalid(fmt::format("{}: \"{}\" must be positive", where, name));
+      return value;
+    };
+    AttentionShape s;
+    s.batch = size_field("batch", 1);
+    s.heads = size_field("heads", 16);
+    s.seq = size_field("seq", std::nullopt);
+    s.head_dim = size_field("head_dim", std::nullopt);
+    if (const auto it = entry.find("dtype"); it != entry.end()) {
+      if (!it->is_string()) invalid(fmt::format("{}: \"dtype\" must be \"fp16\" or \"bf16\"", where));
+      try {
+        s.dtype = parse_dtype(it->get<std::string>());
+      } catch (const Error&) {
+        invalid(fmt::format("{}: \"dtype\" {} is not \"fp16\" or \"bf16\"", where, it->dump()));
+      }
+    }
+    if (const auto it = entry.find("causal"); it != entry.end()) {
+      if (!it->is_boolean()) invalid(fmt::format("{}: \"causal\" must be true or false", where));
+      s.causal = it->get<bool>();
+    }
+    shapes.push_back(s);
   }
   return shapes;
+}
+
+}  // namespace
+
+std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text) {
+  return parse_manifest(json_text, "the manifest");
+}
+
+std::vector<AttentionShape> read_attention_manifest(const std::string& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) invalid(fmt::format("manifest {} is a directory, not a file", path));
+  std::ifstream file(path, std::ios::binary);
+  if (!file) invalid(fmt::format("cannot read manifest {}: {}", path, std::strerror(errno)));
+  // One byte past the cap is enough to refuse it: /dev/zero never ends.
+  std::string text(cache::kWarmupManifestLimits.max_bytes + 1, '\0');
+  file.read(text.data(), std::streamsize(text.size()));
+  if (file.bad()) invalid(fmt::format("cannot read manifest {}: {}", path, std::strerror(errno)));
+  text.resize(std::size_t(file.gcount()));
+  return parse_manifest(text, "manifest " + path);
 }
 
 std::vector<AttentionShape> all_attention_specializations(const std::string& arch) {
@@ -134,10 +203,18 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
       }
     }
   }
+  // Once, before any compile: an untrusted directory throws Error(Cache) here
+  // rather than once per variant, and with no disk cache nothing would stay.
+  if (cache_directory().empty()) {
+    throw Error(ErrorCode::InvalidArgument,
+                "the disk cache is off (CUJIT_DISK_CACHE=0), so a warm-up would compile every variant and keep "
+                "none; unset CUJIT_DISK_CACHE (or set it to 1)");
+  }
   detail::log_info("warm-up: {} variants for {} to compile or find in the cache", jobs.size(), fmt::join(archs, ", "));
   WarmupSummary summary;
   std::mutex mutex;
   std::size_t done = 0;
+  std::vector<char> failed(jobs.size(), 0);
   const auto start = std::chrono::steady_clock::now();
   autotune::parallel_for(jobs.size(), threads, [&](std::size_t i) {
     const Job& job = jobs[i];
@@ -153,6 +230,7 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
     std::lock_guard lock(mutex);
     if (!error.empty()) {
       ++summary.failed;
+      failed[i] = 1;
       summary.errors.push_back(fmt::format("{} for {}: {}", report.variant, job.arch, error));
     } else if (report.from_cache) {
       ++summary.cached;
@@ -162,6 +240,16 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
     ++done;
     if (progress) progress(report, done, jobs.size());
   });
+  // Each store may evict older entries (CUJIT_CACHE_MAX_BYTES), this
+  // warm-up's own included: count what a later process would not find.
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (failed[i]) continue;  // a failed compile left nothing to keep
+    std::error_code error;
+    const Job& job = jobs[i];
+    if (!std::filesystem::exists(detail::cached_entry_path(*job.family, job.spec, job.config, job.arch), error)) {
+      ++summary.not_kept;
+    }
+  }
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

@@ -121,6 +121,25 @@ TEST(CacheMaxBytesKnob, DefaultAndValues) {
   EXPECT_EQ(jit::detail::Knobs{}.cache_max_bytes, 4ull << 30);
 }
 
+// A size too large for 64 bits is out of range, not "not a size"; a
+// misspelled one is not a size.
+TEST(CacheMaxBytesKnob, TooLargeIsOutOfRange) {
+  const auto message = [](const char* value) -> std::string {
+    try {
+      jit::detail::parse_cache_max_bytes(value);
+    } catch (const jit::Error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  for (const char* huge : {"99999999999999999999", "18446744073709551616", "17179869184G", "16777216TiB"}) {
+    EXPECT_NE(message(huge).find("out of range"), std::string::npos) << message(huge);
+  }
+  for (const char* bad : {"4Q", "abc", "1.5G", "99999999999999999999Q"}) {
+    EXPECT_NE(message(bad).find("not a size"), std::string::npos) << message(bad);
+  }
+}
+
 TEST(CacheMaxBytesKnob, InvalidValuesNameTheKnob) {
   for (const char* bad : {"abc", "0", "-5", "4 G", "1.5G", "4Q", "99999999999999999999"}) {
     try {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <tuple>
@@ -115,6 +116,13 @@ TEST(ParseAttentionShape, MessagesSayWhatIsWrong) {
 }
 
 // Sizes must be whole integers and the field count exact: no prefix parsing.
+TEST(ParseAttentionShape, TwentyDigitSizeIsOutOfRange) {
+  const std::string message = expect_error(jit::ErrorCode::InvalidArgument,
+                                           [] { jit::parse_attention_shape("1,16,99999999999999999999,64,fp16,0"); });
+  EXPECT_NE(message.find("out of range"), std::string::npos) << message;
+  EXPECT_EQ(message.find("not an integer"), std::string::npos) << message;
+}
+
 TEST(ParseAttentionShape, RejectsTrailingGarbageInSizes) {
   for (const char* text : {"1,16,1024,64.5,fp16,0", "1,16,1024x,64,fp16,0", "1e3,16,1024,64,fp16,0",
                            "1,16,1024,64,fp16,0,"}) {
@@ -172,6 +180,85 @@ TEST(ParseAttentionManifest, RejectsMissingOrBadFields) {
     SCOPED_TRACE(text);
     expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(text); });
   }
+}
+
+// Each kind of broken manifest gets its own message, not one catch-all.
+TEST(ParseAttentionManifest, ParseErrorsSayWhereAndWhat) {
+  const auto message = [](const std::string& text) {
+    return expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(text); });
+  };
+  const std::string truncated = message(R"({"shapes": [{"seq": 512, "head_dim": 64})");
+  EXPECT_NE(truncated.find("not valid JSON (byte 41)"), std::string::npos) << truncated;
+  EXPECT_EQ(truncated.find("[json.exception"), std::string::npos) << truncated;
+  const std::string garbage = message("not json");
+  EXPECT_NE(garbage.find("not valid JSON (byte 2)"), std::string::npos) << garbage;
+  EXPECT_NE(garbage.find("syntax error"), std::string::npos) << garbage;
+  EXPECT_NE(message("").find("the manifest is empty"), std::string::npos);
+  EXPECT_NE(message(" \n").find("the manifest is empty"), std::string::npos);
+  EXPECT_NE(message("[1, 2]").find("it is a JSON array"), std::string::npos) << message("[1, 2]");
+  EXPECT_NE(message(R"({"shapes": {}})").find("\"shapes\" array"), std::string::npos);
+}
+
+TEST(ParseAttentionManifest, UnknownKeysAreRefusedByNameAndEntry) {
+  const std::string misspelled = expect_error(jit::ErrorCode::InvalidArgument, [] {
+    jit::parse_attention_manifest(R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 512, "head_dim": 64, "dtyp": "bf16"}]})");
+  });
+  EXPECT_NE(misspelled.find("entry 1"), std::string::npos) << misspelled;
+  EXPECT_NE(misspelled.find("unknown key \"dtyp\""), std::string::npos) << misspelled;
+  const std::string top = expect_error(jit::ErrorCode::InvalidArgument, [] {
+    jit::parse_attention_manifest(R"({"shapes": [], "shape": []})");
+  });
+  EXPECT_NE(top.find("unknown key \"shape\""), std::string::npos) << top;
+}
+
+TEST(ParseAttentionManifest, BadSizesNameTheirEntry) {
+  for (const char* text : {R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 0, "head_dim": 64}]})",
+                           R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 512, "head_dim": 64, "batch": -2}]})",
+                           R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 1.5, "head_dim": 64}]})",
+                           R"({"shapes": [{"seq": 512, "head_dim": 64}, {"head_dim": 64}]})",
+                           R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 512, "head_dim": 64, "causal": 1}]})",
+                           R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 512, "head_dim": 64, "dtype": "fp8"}]})"}) {
+    SCOPED_TRACE(text);
+    const std::string message = expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(text); });
+    EXPECT_NE(message.find("entry 1"), std::string::npos) << message;
+  }
+  const std::string huge = expect_error(jit::ErrorCode::InvalidArgument, [] {
+    jit::parse_attention_manifest(R"({"shapes": [{"seq": 18446744073709551615, "head_dim": 64}]})");
+  });
+  EXPECT_NE(huge.find("out of range"), std::string::npos) << huge;
+}
+
+TEST(ReadAttentionManifest, FilesDirectoriesAndTheirNames) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "cujit-manifest-test";
+  std::filesystem::create_directories(dir);
+  const std::string is_dir =
+      expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::read_attention_manifest(dir.string()); });
+  EXPECT_NE(is_dir.find("manifest " + dir.string() + " is a directory"), std::string::npos) << is_dir;
+  const std::string missing = expect_error(jit::ErrorCode::InvalidArgument,
+                                           [&] { jit::read_attention_manifest((dir / "missing.json").string()); });
+  EXPECT_NE(missing.find("cannot read manifest " + (dir / "missing.json").string()), std::string::npos) << missing;
+  const std::filesystem::path file = dir / "shapes.json";
+  {
+    std::ofstream(file) << R"({"shapes": [{"seq": 512, "head_dim": 64, "dtyp": "bf16"}]})";
+  }
+  const std::string named =
+      expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::read_attention_manifest(file.string()); });
+  EXPECT_NE(named.find("manifest " + file.string() + " entry 0"), std::string::npos) << named;
+  {
+    std::ofstream(file) << R"({"shapes": [{"seq": 512, "head_dim": 64, "dtype": "bf16"}]})";
+  }
+  const auto shapes = jit::read_attention_manifest(file.string());
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_EQ(shapes[0].dtype, DType::bf16);
+  std::filesystem::remove_all(dir);
+}
+
+// A manifest that never ends (finding: `--manifest /dev/zero` read without
+// limit) is refused once it passes the size cap.
+TEST(ReadAttentionManifest, EndlessFileIsRefusedAtTheCap) {
+  const std::string endless =
+      expect_error(jit::ErrorCode::InvalidArgument, [] { jit::read_attention_manifest("/dev/zero"); });
+  EXPECT_NE(endless.find("more than the"), std::string::npos) << endless;
 }
 
 // --- all_attention_specializations ----------------------------------------------------

@@ -1,0 +1,283 @@
+// The command-line tools as a user meets them: each runs as a subprocess
+// (fresh knobs, its own exit status, stdout and stderr apart, stderr not a
+// terminal). Tool paths come from compile definitions (tests/CMakeLists.txt).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "jit/kernel_family.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct ToolRun {
+  int status = -1;  // exit status; -1 if it did not exit normally
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// A fresh directory, removed (made writable first) at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char pattern[] = "/tmp/cujit-tool-test-XXXXXX";
+    path_ = ::mkdtemp(pattern);
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    fs::permissions(path_, fs::perms::owner_all, ignored);
+    fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+// Runs `tool args...` with `env` set (an empty value unsets the variable).
+ToolRun run(const std::string& tool, const std::vector<std::string>& args,
+        const std::map<std::string, std::string>& env = {}) {
+  TempDir io;
+  const fs::path out = io.path() / "out", err = io.path() / "err";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    for (const auto& [name, value] : env) {
+      if (value.empty()) {
+        ::unsetenv(name.c_str());
+      } else {
+        ::setenv(name.c_str(), value.c_str(), 1);
+      }
+    }
+    const int out_fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int err_fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(out_fd, STDOUT_FILENO);
+    ::dup2(err_fd, STDERR_FILENO);
+    std::vector<char*> argv{const_cast<char*>(tool.c_str())};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(tool.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int wstatus = 0;
+  ::waitpid(pid, &wstatus, 0);
+  ToolRun r;
+  r.status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::size_t count_lines(const std::string& text) {
+  std::size_t n = 0;
+  for (char c : text) n += c == '\n';
+  return n;
+}
+
+// A cache directory cujit refuses: writable by others.
+fs::path untrusted_cache(const TempDir& dir) {
+  const fs::path cache = dir.path() / "cache";
+  fs::create_directory(cache);
+  ::chmod(cache.c_str(), 0777);
+  return cache;
+}
+
+const std::string kWarmup = CUJIT_WARMUP_PATH;
+const std::string kCache = CUJIT_CACHE_TOOL_PATH;
+const std::string kDemo = CUJIT_DEMO_PATH;
+const std::string kShape = "1,16,1024,64,fp16,0";
+
+}  // namespace
+
+// --- cujit-cache -----------------------------------------------------------------
+
+TEST(CujitCacheTool, MissingDirIsAnError) {
+  TempDir dir;
+  const std::string missing = (dir.path() / "no-such-cache").string();
+  for (const char* command : {"stats", "ls", "verify", "clear"}) {
+    SCOPED_TRACE(command);
+    const ToolRun r = run(kCache, {"--dir", missing, command});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "does not exist")) << r.err;
+    EXPECT_TRUE(contains(r.err, missing)) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  const fs::path archive = dir.path() / "out.cujit";
+  const ToolRun r = run(kCache, {"--dir", missing, "export", archive.string()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_FALSE(fs::exists(archive)) << "an empty archive was written for a directory that does not exist";
+  EXPECT_FALSE(fs::exists(missing)) << "--dir was created";
+}
+
+TEST(CujitCacheTool, DirThatIsAFileIsAnError) {
+  TempDir dir;
+  const fs::path file = dir.path() / "file";
+  std::ofstream(file) << "x";
+  const ToolRun r = run(kCache, {"--dir", file.string(), "stats"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "not a directory")) << r.err;
+}
+
+TEST(CujitCacheTool, ExistingEmptyDirIsFine) {
+  TempDir dir;
+  const ToolRun r = run(kCache, {"--dir", dir.path().string(), "stats"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "cubins       0")) << r.out;
+}
+
+TEST(CujitCacheTool, UnknownSubcommandIsNamedAndTheOthersListed) {
+  const ToolRun r = run(kCache, {"frobnicate"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_TRUE(contains(r.err, "cujit-cache: unknown subcommand frobnicate")) << r.err;
+  for (const char* name : {"ls", "stats", "verify", "prune", "clear", "export", "import"}) {
+    EXPECT_TRUE(contains(r.err, name)) << name << " is not listed: " << r.err;
+  }
+  // Also after --dir and its value.
+  TempDir dir;
+  EXPECT_TRUE(contains(run(kCache, {"--dir", dir.path().string(), "frobnicate"}).err, "unknown subcommand frobnicate"));
+  EXPECT_EQ(run(kCache, {"--dir", dir.path().string(), "ls"}).status, 0);
+}
+
+TEST(CujitCacheTool, ErrorsCarryOnePrefix) {
+  TempDir dir;
+  const fs::path cache = untrusted_cache(dir);
+  const ToolRun r = run(kCache, {"stats"}, {{"CUJIT_CACHE_DIR", cache.string()}, {"CUJIT_DISK_CACHE", ""}});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("cujit-cache: cache error: ", 0), 0u) << r.err;
+  EXPECT_FALSE(contains(r.err, "cujit: ")) << r.err;
+}
+
+TEST(CujitCacheTool, HugeMaxBytesIsOutOfRange) {
+  TempDir dir;
+  for (const char* size : {"99999999999999999999", "17179869184G"}) {
+    SCOPED_TRACE(size);
+    const ToolRun r = run(kCache, {"--dir", dir.path().string(), "prune", "--max-bytes", size});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "out of range")) << r.err;
+    EXPECT_FALSE(contains(r.err, "not a size")) << r.err;
+  }
+  const ToolRun r = run(kCache, {"--dir", dir.path().string(), "prune", "--max-bytes", "12Q"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "not a size")) << r.err;
+}
+
+// --- cujit-warmup ----------------------------------------------------------------
+
+TEST(CujitWarmupTool, UntrustedCacheStopsWithOneLine) {
+  TempDir dir;
+  const fs::path cache = untrusted_cache(dir);
+  const ToolRun r = run(kWarmup, {"--arch", "sm_89", "--shape", kShape},
+                    {{"CUJIT_CACHE_DIR", cache.string()}, {"CUJIT_DISK_CACHE", ""}});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_EQ(r.err.rfind("cujit-warmup: cache error: ", 0), 0u) << r.err;
+  EXPECT_FALSE(contains(r.out, "failed")) << r.out;  // no per-variant summary: nothing was compiled
+  EXPECT_TRUE(fs::is_empty(cache)) << "something was written to the refused directory";
+}
+
+TEST(CujitWarmupTool, DiskCacheOffIsAnError) {
+  const ToolRun r = run(kWarmup, {"--arch", "sm_89", "--shape", kShape}, {{"CUJIT_DISK_CACHE", "0"}});
+  EXPECT_NE(r.status, 0);
+  EXPECT_TRUE(contains(r.err, "CUJIT_DISK_CACHE=0")) << r.err;
+  EXPECT_TRUE(contains(r.err, "keep")) << r.err;
+  EXPECT_FALSE(contains(r.out, "compiled")) << r.out;  // stopped before compiling
+}
+
+// A bound smaller than the set: each store evicts the ones before it. The
+// warm-up says so and fails; its progress is plain lines (stderr is a file).
+TEST(CujitWarmupTool, CacheTooSmallForTheSetIsAnError) {
+  TempDir dir;
+  const std::map<std::string, std::string> env = {{"CUJIT_CACHE_DIR", (dir.path() / "cache").string()},
+                                                  {"CUJIT_DISK_CACHE", ""},
+                                                  {"CUJIT_CACHE_MAX_BYTES", "1"}};
+  const ToolRun r = run(kWarmup, {"--arch", "sm_80", "--shape", kShape, "--threads", "2"}, env);
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.err, "did not stay in the cache")) << r.err;
+  EXPECT_TRUE(contains(r.err, "CUJIT_CACHE_MAX_BYTES")) << r.err;
+  EXPECT_FALSE(contains(r.err, "\r")) << "a terminal's progress line in a file";
+  EXPECT_FALSE(contains(r.err, "\033[K")) << "a terminal's progress line in a file";
+  EXPECT_TRUE(contains(r.err, "variants for sm_80")) << r.err;  // the plain progress lines
+}
+
+TEST(CujitWarmupTool, RefusesAnEmptyArchListAndZeroThreads) {
+  const ToolRun comma = run(kWarmup, {"--arch", ",", "--shape", kShape});
+  EXPECT_NE(comma.status, 0);
+  EXPECT_TRUE(contains(comma.err, "names no arch")) << comma.err;
+  const ToolRun zero = run(kWarmup, {"--threads", "0", "--shape", kShape});
+  EXPECT_NE(zero.status, 0);
+  EXPECT_TRUE(contains(zero.err, "--threads")) << zero.err;
+}
+
+TEST(CujitWarmupTool, Sm90AloneWarnsThatAnH100IsSm90a) {
+  // CUJIT_DISK_CACHE=0 stops it before any compile; the warning comes first.
+  const ToolRun alone = run(kWarmup, {"--arch", "sm_90", "--shape", kShape}, {{"CUJIT_DISK_CACHE", "0"}});
+  EXPECT_TRUE(contains(alone.err, "warning")) << alone.err;
+  EXPECT_TRUE(contains(alone.err, "sm_90a")) << alone.err;
+  const ToolRun both = run(kWarmup, {"--arch", "sm_90,sm_90a", "--shape", kShape}, {{"CUJIT_DISK_CACHE", "0"}});
+  EXPECT_FALSE(contains(both.err, "warning")) << both.err;
+}
+
+TEST(CujitWarmupTool, ManifestProblemsAreNamed) {
+  TempDir dir;
+  const ToolRun directory = run(kWarmup, {"--manifest", dir.path().string()});
+  EXPECT_EQ(directory.status, 1);
+  EXPECT_TRUE(contains(directory.err, "is a directory")) << directory.err;
+  EXPECT_EQ(directory.err.rfind("cujit-warmup: invalid argument: manifest ", 0), 0u) << directory.err;
+
+  const fs::path missing = dir.path() / "missing.json";
+  const ToolRun unreadable = run(kWarmup, {"--manifest", missing.string()});
+  EXPECT_TRUE(contains(unreadable.err, "cannot read manifest " + missing.string())) << unreadable.err;
+
+  const fs::path empty_list = dir.path() / "empty.json";
+  std::ofstream(empty_list) << R"({"shapes": []})";
+  const ToolRun none = run(kWarmup, {"--manifest", empty_list.string()});
+  EXPECT_EQ(none.status, 2);
+  EXPECT_TRUE(contains(none.err, "has no shapes")) << none.err;
+  EXPECT_FALSE(contains(none.err, "give --shape")) << none.err;
+
+  const fs::path truncated = dir.path() / "truncated.json";
+  std::ofstream(truncated) << R"({"shapes": [{"seq": 1024, "head_dim": 64})";
+  const ToolRun bad = run(kWarmup, {"--manifest", truncated.string()});
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_TRUE(contains(bad.err, truncated.string() + " is not valid JSON (byte ")) << bad.err;
+}
+
+TEST(CujitWarmupTool, HelpDocumentsTheManifest) {
+  const ToolRun r = run(kWarmup, {"--help"});
+  EXPECT_EQ(r.status, 0);
+  for (const char* key : {"seq", "head_dim", "batch     1", "heads     16", "dtype     \"fp16\"", "causal    false"}) {
+    EXPECT_TRUE(contains(r.out, key)) << key;
+  }
+}
+
+// --- cujit-demo ------------------------------------------------------------------
+
+TEST(CujitDemoTool, HeadDim256OnSm89SuggestsArch) {
+  if (jit::gpu_present()) GTEST_SKIP() << "a GPU is present: the demo runs on it instead of warming offline";
+  const ToolRun r = run(kDemo, {"--shape", "1,16,1024,256,fp16,0", "--arch", "sm_89"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "--arch")) << r.err;
+  EXPECT_TRUE(contains(r.err, "cujit-demo: unsupported: ")) << r.err;
+  EXPECT_FALSE(contains(r.err, "cujit: ")) << r.err;
+  const ToolRun comma = run(kDemo, {"--arch", ","});
+  EXPECT_EQ(comma.status, 2);
+  EXPECT_TRUE(contains(comma.err, "names no arch")) << comma.err;
+}
