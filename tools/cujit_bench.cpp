@@ -21,6 +21,7 @@
 #include "jit/cujit.h"
 #include "jit/timing.h"
 #include "jit/warmup.h"
+#include "tools/tool_message.h"
 
 namespace {
 
@@ -389,7 +390,7 @@ int main(int argc, char** argv) {
                st.disk_cache_hits, st.tuning_runs, st.tuning_db_hits);
     return 0;
   } catch (const std::exception& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << tool_message("cujit-bench", e) << "\n";
     return 1;
   }
 }

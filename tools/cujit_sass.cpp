@@ -29,6 +29,7 @@
 #include "cache/safe_path.h"
 #include "jit/cujit.h"
 #include "sass/sass_audit.h"
+#include "tools/tool_message.h"
 
 namespace {
 
@@ -226,7 +227,7 @@ int main(int argc, char** argv) {
     }
     return strict && flagged > 0 ? 1 : 0;
   } catch (const std::exception& e) {
-    std::cerr << "cujit-sass: " << e.what() << "\n";
+    std::cerr << tool_message("cujit-sass", e) << "\n";
     return 2;
   }
 }

@@ -2,7 +2,7 @@
 // the host's choice between the two orders it knows (or CUJIT_SM90_TILE_ORDER's).
 //
 // The kernel deals tiles in rounds of `ctas` consecutive indices, alternating
-// direction each round (kernel_src/attention/sm90/attn_fwd_sm90.cu). With a
+// direction each round (kernel_src/attention/sm90/tile_scheduler.cuh). With a
 // causal mask the tiles' lengths differ, so how indices map to tiles decides
 // how evenly the CTAs are loaded:
 //   - heads_first: the m-blocks of one (batch, head) are consecutive, longest
