@@ -20,8 +20,9 @@ def main():
         lib = os.path.join(prefix, "lib")
         installed = [os.path.join(lib, name) for name in os.listdir(lib) if name.startswith("libcujit")]
         installed += [os.path.join(prefix, "bin", name) for name in os.listdir(os.path.join(prefix, "bin"))]
-        if not any(p.endswith("libcujit.a") for p in installed):
-            failures.append("libcujit.a is not installed")
+        for library in ("libcujit_runtime.a", "libcujit_attention.a"):
+            if not any(p.endswith(library) for p in installed):
+                failures.append(f"{library} is not installed")
         if not os.path.isfile(os.path.join(prefix, "include", "jit", "cujit.h")):
             failures.append("jit/cujit.h is not installed")
         for path in installed:

@@ -14,6 +14,7 @@
 
 #include "cache/cubin_store.h"
 #include "cache/sha256.h"
+#include "tests/support/fake_cubin.h"
 
 namespace fs = std::filesystem;
 
@@ -33,7 +34,7 @@ TEST(CacheTool, JsonOutputOfANonUtf8DirectoryIsValidJson) {
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const fs::path tmp = tmpl;
   const fs::path cache = tmp / "caf\xe9";  // Latin-1, not UTF-8
-  jit::cache::CubinStore(cache).store(jit::cache::sha256_hex("a"), "payload", {{"variant", "v"}, {"arch", "sm_80"}});
+  jit::cache::CubinStore(cache).store(jit::cache::sha256_hex("a"), jit::test::fake_cubin("sm_80", "payload"), {{"variant", "v"}, {"arch", "sm_80"}});
   fs::permissions(cache, fs::perms::owner_all);
   for (const char* sub : {"stats --json", "ls --json"}) {
     std::string output;
@@ -53,8 +54,8 @@ TEST(SassTool, SaveSassKeepsNamesFromMetadataInsideTheDirectory) {
   const fs::path cache = tmp / "cache", out = tmp / "out", save = out / "save";
   fs::create_directories(save);
   const jit::cache::CubinStore store(cache);
-  store.store(jit::cache::sha256_hex("a"), "payload a", {{"variant", "../escaped_sass"}, {"arch", "sm_80"}});
-  store.store(jit::cache::sha256_hex("b"), "payload b", {{"variant", "plain"}, {"arch", "sm_90a"}});
+  store.store(jit::cache::sha256_hex("a"), jit::test::fake_cubin("sm_80", "payload a"), {{"variant", "../escaped_sass"}, {"arch", "sm_80"}});
+  store.store(jit::cache::sha256_hex("b"), jit::test::fake_cubin("sm_90a", "payload b"), {{"variant", "plain"}, {"arch", "sm_90a"}});
   // A link at a name the tool will write: it must be replaced, its target untouched.
   const fs::path victim = tmp / "victim.txt";
   std::ofstream(victim) << "unchanged";
