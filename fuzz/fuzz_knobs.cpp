@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     switch (which) {
       case 0: (void)parse_log_level(value.c_str()); break;
       case 1: (void)parse_autotune_mode(value.c_str()); break;
-      case 2: (void)parse_family_choice(value.c_str()); break;
+      case 2: (void)parse_family_name(value.c_str()); break;
       case 3: (void)parse_tile_order_choice(value.c_str()); break;
       case 4:
         if (parse_compile_threads(value.c_str(), 16) == 0) fuzz::violated("CUJIT_COMPILE_THREADS gave 0 threads");

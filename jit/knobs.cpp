@@ -56,10 +56,19 @@ AutotuneMode parse_autotune_mode(const char* value) {
                                      {"frozen", AutotuneMode::frozen}});
 }
 
-FamilyChoice parse_family_choice(const char* value) {
-  return parse_choice<FamilyChoice>(
-      "CUJIT_FAMILY", value,
-      {{"auto", FamilyChoice::automatic}, {"portable", FamilyChoice::portable}, {"sm90", FamilyChoice::sm90}});
+std::string parse_family_name(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "auto") return "";
+  const bool name = std::all_of(v.begin(), v.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+  if (!name) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("CUJIT_FAMILY='{}' is not auto or a family name (lower-case letters, digits, '_'), e.g. "
+                            "sm90 or portable",
+                            v));
+  }
+  return std::string(v);
 }
 
 TileOrderChoice parse_tile_order_choice(const char* value) {
@@ -129,7 +138,7 @@ const Knobs& knobs() {
     k.disk_cache = parse_bool_knob("CUJIT_DISK_CACHE", std::getenv("CUJIT_DISK_CACHE"), true);
     k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
     if (const char* keys = std::getenv("CUJIT_CACHE_TRUSTED_KEYS")) k.cache_trusted_keys = cache::split_key_list(keys);
-    k.family = parse_family_choice(std::getenv("CUJIT_FAMILY"));
+    k.family = parse_family_name(std::getenv("CUJIT_FAMILY"));
     k.tile_order = parse_tile_order_choice(std::getenv("CUJIT_SM90_TILE_ORDER"));
     k.compile_threads = parse_compile_threads(std::getenv("CUJIT_COMPILE_THREADS"), usable_cpus());
     return k;

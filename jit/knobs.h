@@ -13,7 +13,9 @@
 //   CUJIT_CACHE_TRUSTED_KEYS  Ed25519 public keys (PEM files, ':'-separated): when set,
 //                     `cujit-cache import` accepts only archives signed by one of them
 //   CUJIT_FAMILY      auto (default): the fastest attention family the GPU and problem allow
-//                     (sm90 on sm_90a, else portable) | portable | sm90: only that family
+//                     (sm90 on sm_90a, else portable) | a registered family's name (portable,
+//                     sm90, ...): only that family. The names are the attention layer's
+//                     (jit/attention/family_registry.cpp), so a new family adds none here
 //   CUJIT_COMPILE_THREADS  how many NVRTC compiles a tuning run does at once: a positive integer;
 //                     default the CPUs this process may run on (its affinity mask, so taskset and
 //                     cpusets are honoured). Lower it when several processes tune at the same time
@@ -30,7 +32,6 @@ namespace jit::detail {
 
 enum class LogLevel { off = 0, info = 1, debug = 2 };
 enum class AutotuneMode { full, fast, off, frozen };
-enum class FamilyChoice { automatic, portable, sm90 };
 enum class TileOrderChoice { automatic, heads_first, rows_first };
 
 struct Knobs {
@@ -39,7 +40,7 @@ struct Knobs {
   bool disk_cache = true;
   std::uint64_t cache_max_bytes = std::uint64_t{4} << 30;
   std::vector<std::filesystem::path> cache_trusted_keys;
-  FamilyChoice family = FamilyChoice::automatic;
+  std::string family;  // CUJIT_FAMILY: "" for auto, else the family's name
   TileOrderChoice tile_order = TileOrderChoice::automatic;
   unsigned compile_threads = 1;
 };
@@ -51,7 +52,9 @@ const Knobs& knobs();
 // Parsing, separate for tests.
 LogLevel parse_log_level(const char* value);
 AutotuneMode parse_autotune_mode(const char* value);
-FamilyChoice parse_family_choice(const char* value);
+// CUJIT_FAMILY: "" for auto (unset, empty or "auto"), else a name of lower-case
+// letters, digits and '_' (whether a family has it is the registry's check).
+std::string parse_family_name(const char* value);
 TileOrderChoice parse_tile_order_choice(const char* value);
 // CUJIT_COMPILE_THREADS: unset or empty gives `usable_cpus`.
 unsigned parse_compile_threads(const char* value, unsigned usable_cpus);

@@ -46,15 +46,25 @@ std::string head_dims_text(const cujit::HeadDims& dims, const char* last_separat
 }
 
 const AttentionFamily& attention_family_for(const AttnProblem& problem, const Target& target) {
+  return attention_family_for(problem, target, knobs().family);
+}
+
+const AttentionFamily& attention_family_for(const AttnProblem& problem, const Target& target,
+                                            const std::string& forced_name) {
   const std::vector<FamilyRegistration>& families = attention_families();
-  const FamilyChoice choice = knobs().family;
-  if (choice != FamilyChoice::automatic) {
+  if (!forced_name.empty()) {
     const auto forced = std::find_if(families.begin(), families.end(),
-                                     [&](const FamilyRegistration& r) { return r.choice == choice; });
-    if (forced != families.end() && forced->family->supports(problem, target)) return *forced->family;
+                                     [&](const FamilyRegistration& r) { return forced_name == r.short_name; });
+    if (forced == families.end()) {
+      std::string names = "auto";
+      for (const FamilyRegistration& r : families) names += fmt::format(", {}", r.short_name);
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("CUJIT_FAMILY='{}' names no attention family; it is one of {}", forced_name, names));
+    }
+    if (forced->family->supports(problem, target)) return *forced->family;
     // A forced family that says what it needs names it in the error; the
     // others fall through to the common error below.
-    if (forced != families.end() && forced->requirements != nullptr) {
+    if (forced->requirements != nullptr) {
       throw Error(ErrorCode::Unsupported,
                   fmt::format("CUJIT_FAMILY={}, but the {} family needs {}; unset CUJIT_FAMILY to use any family",
                               forced->short_name, forced->short_name, forced->requirements(problem, target)));

@@ -14,8 +14,7 @@ namespace jit::detail {
 
 struct FamilyRegistration {
   const AttentionFamily* family;
-  FamilyChoice choice;        // the CUJIT_FAMILY value that forces it
-  const char* short_name;     // that value, for messages: "sm90"
+  const char* short_name;     // the CUJIT_FAMILY value that forces it: "sm90"
   cujit::HeadDims head_dims;  // what it is instantiated for
   // True when the family runs on the target at all (whatever the problem).
   bool (*runs_on)(const Target& target);
@@ -31,7 +30,12 @@ const std::vector<FamilyRegistration>& attention_families();
 // The family for a problem on a target: the first that supports it, with a
 // log line when one before it runs on the target but not this problem;
 // Error(Unsupported) when none fits or the forced one does not.
+// CUJIT_FAMILY (knobs().family) forces one by name.
 const AttentionFamily& attention_family_for(const AttnProblem& problem, const Target& target);
+// The same with the forcing name given ("" for auto); a name no registration
+// has is Error(InvalidArgument) listing the names there are.
+const AttentionFamily& attention_family_for(const AttnProblem& problem, const Target& target,
+                                            const std::string& forced_name);
 
 // "64, 128, 256": a list of head dims for messages.
 std::string head_dims_text(const cujit::HeadDims& dims, const char* last_separator = ", ");

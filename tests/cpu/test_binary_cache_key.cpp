@@ -16,6 +16,7 @@
 #include "jit/binary_cache.h"
 #include "jit/kernel_family.h"
 #include "jit/nvrtc_compiler.h"
+#include "tests/support/file_bytes.h"
 
 namespace fs = std::filesystem;
 
@@ -47,10 +48,7 @@ bool is_lower_hex_64(const std::string& s) {
   return true;
 }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using cujit_test::slurp;
 
 void spit(const fs::path& p, const std::string& bytes) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);

@@ -19,6 +19,7 @@
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
 #include "tests/support/fake_cubin.h"
+#include "tests/support/file_bytes.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -27,15 +28,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using cujit_test::slurp;
+using cujit_test::spit;
 
 // Relative path -> bytes of every file under cubin/ and tuning/.
 std::map<std::string, std::string> contents(const fs::path& root) {

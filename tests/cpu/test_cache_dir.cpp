@@ -18,6 +18,7 @@
 #include "cache/cache_dir.h"
 #include "cache/cache_error.h"
 #include "cache/sha256.h"
+#include "tests/support/file_bytes.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -45,10 +46,7 @@ class EnvGuard {
   std::optional<std::string> old_;
 };
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using cujit_test::slurp;
 
 unsigned mode_of(const fs::path& p) {
   struct stat st {};

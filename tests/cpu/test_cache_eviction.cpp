@@ -21,6 +21,7 @@
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
 #include "tests/support/fake_cubin.h"
+#include "tests/support/file_bytes.h"
 #include "jit/error.h"
 #include "jit/knobs.h"
 #include "tests/support/temp_dir.h"
@@ -49,10 +50,7 @@ std::int64_t mtime_of(const fs::path& p) {
   return static_cast<std::int64_t>(st.st_mtim.tv_sec) * kSec + st.st_mtim.tv_nsec;
 }
 
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using cujit_test::spit;
 
 class EvictionTest : public cujit_test::TempDirTest {
  protected:

@@ -53,6 +53,7 @@
 #include "jit/error.h"
 #include "jit/kernel_family.h"
 #include "row_softmax_family.h"
+#include "tests/support/file_bytes.h"
 #include "tests/support/temp_dir.h"
 
 extern char** environ;
@@ -68,15 +69,8 @@ constexpr const char* kChildResultEnv = "CUJIT_FAULT_RESULT";   // where the chi
 constexpr const char* kChildSuite = "CacheFaultChild";
 constexpr auto kChildTimeout = std::chrono::seconds(120);
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const fs::path& p, std::string_view bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
+using cujit_test::slurp;
+using cujit_test::spit;
 
 // Rebuilds an entry's trailing SHA-256 after an edit (layout in cubin_store.h).
 std::string reseal(std::string bytes) {

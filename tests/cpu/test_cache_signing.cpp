@@ -19,6 +19,7 @@
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
 #include "tests/support/fake_cubin.h"
+#include "tests/support/file_bytes.h"
 
 namespace fs = std::filesystem;
 using namespace jit::cache;
@@ -26,15 +27,8 @@ using nlohmann::json;
 
 namespace {
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using cujit_test::slurp;
+using cujit_test::spit;
 
 // A fresh Ed25519 key pair as PEM files: `<name>.pem` and `<name>.pub.pem`.
 void make_key_pair(const fs::path& dir, const std::string& name) {

@@ -12,6 +12,7 @@
 #include "cache/cubin_store.h"
 #include "cache/sha256.h"
 #include "tests/support/fake_cubin.h"
+#include "tests/support/file_bytes.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -29,15 +30,8 @@ const json kArch = {{"arch", "sm_90a"}};
 // A payload the store accepts: a CUDA ELF header for sm_90a, then `body`.
 std::string cubin(const std::string& body) { return jit::test::fake_cubin("sm_90a", body); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using cujit_test::slurp;
+using cujit_test::spit;
 
 // Rebuilds the trailing checksum so a test can reach the checks after it.
 std::string reseal(std::string bytes) {

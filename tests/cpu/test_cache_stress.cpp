@@ -44,6 +44,7 @@
 #include "cache/maintenance.h"
 #include "jit/kernel_family.h"
 #include "row_softmax_family.h"
+#include "tests/support/file_bytes.h"
 
 extern char** environ;
 
@@ -67,10 +68,7 @@ constexpr auto kDeadline = std::chrono::seconds(60);
 const Json kSpec = {{"dtype", "f32"}};
 constexpr const char* kArch = "sm_80";
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using cujit_test::slurp;
 
 // ---------------------------------------------------------------------------
 // A child: 4 threads x 2 passes x 10 configs.

@@ -29,6 +29,7 @@
 #include "jit/kernel_family.h"
 #include "jit/nvrtc_compiler.h"
 #include "tests/support/fake_cubin.h"
+#include "tests/support/file_bytes.h"
 
 namespace fs = std::filesystem;
 using namespace jit::cache;
@@ -38,10 +39,7 @@ namespace {
 
 constexpr uid_t kOtherUid = 12345;
 
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using cujit_test::spit;
 
 std::size_t count_files(const fs::path& dir) {
   std::size_t n = 0;

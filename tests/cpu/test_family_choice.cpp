@@ -83,6 +83,35 @@ TEST(FamilyRegistry, ForcedSm90SaysWhatItNeeds) {
   EXPECT_EQ(jit::detail::attention_families().back().requirements, nullptr);  // portable: the common error
 }
 
+// CUJIT_FAMILY forces a registered family by its name; one that names none
+// is refused with the names there are.
+TEST(FamilyRegistry, ForcedByName) {
+  const auto hopper = jit::offline_target("sm_90a");
+  EXPECT_EQ(&jit::detail::attention_family_for(problem(64), hopper, "portable"),
+            &jit::detail::portable_attention_family());
+  EXPECT_EQ(&jit::detail::attention_family_for(problem(64), hopper, "sm90"), &jit::detail::sm90_attention_family());
+  EXPECT_EQ(&jit::detail::attention_family_for(problem(64), hopper, ""), &jit::detail::sm90_attention_family());
+  try {
+    jit::detail::attention_family_for(problem(64), hopper, "hopper");
+    ADD_FAILURE() << "an unknown family name was accepted";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CUJIT_FAMILY='hopper' names no attention family; it is one of auto, sm90, "
+                                         "portable"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    jit::detail::attention_family_for(problem(64), jit::offline_target("sm_89"), "sm90");
+    ADD_FAILURE() << "sm90 was forced on sm_89";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("CUJIT_FAMILY=sm90, but the sm90 family needs an sm_90a GPU"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(FamilyChoice, EveryHeadDimOfTheListIsServedAndNoOther) {
   for (int d = 16; d <= 512; d += 16) {
     const bool listed = cujit::kSm90HeadDims.contains(d);

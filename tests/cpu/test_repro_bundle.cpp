@@ -14,6 +14,7 @@
 #include "jit/error.h"
 #include "jit/kernel_family.h"
 #include "jit/repro_bundle.h"
+#include "tests/support/file_bytes.h"
 
 namespace fs = std::filesystem;
 
@@ -37,12 +38,7 @@ class BrokenFamily final : public jit::KernelFamily {
   std::string name_expression(const jit::Json&, const jit::Json&) const override { return "k<1>"; }
 };
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using cujit_test::slurp;
 
 TEST(ReproBundle, CompileErrorNamesABundleWithSourcesOptionsAndLog) {
   const BrokenFamily family;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "jit/kernel_family.h"
+#include "tests/support/file_bytes.h"
 
 namespace fs = std::filesystem;
 
@@ -26,12 +27,7 @@ struct ToolRun {
   std::string out, err;
 };
 
-std::string slurp(const fs::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
+using cujit_test::slurp;
 
 // A fresh directory, removed (made writable first) at the end of the test.
 class TempDir {

@@ -9,6 +9,7 @@
 #include "cache/cache_error.h"
 #include "cache/sha256.h"
 #include "cache/tuning_db.h"
+#include "tests/support/file_bytes.h"
 #include "tests/support/temp_dir.h"
 
 namespace fs = std::filesystem;
@@ -19,10 +20,7 @@ namespace {
 
 using TuningDbTest = cujit_test::TempDirTest;
 
-void spit(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
-}
+using cujit_test::spit;
 
 const json kKey = {{"op", "attn_fwd"}, {"head_dim", 128}, {"causal", true}, {"arch", "sm_90a"}};
 

@@ -60,6 +60,7 @@
 #include "jit/attention/attention_problem.h"
 #include "jit/cujit.h"
 #include "jit/driver.h"
+#include "tests/support/file_bytes.h"
 
 extern char** environ;
 
@@ -92,11 +93,6 @@ const auto kDigestDeadline = scaled(180);  // each child compiles every config o
 const auto kStartDeadline = scaled(60);
 
 const jit::detail::DriverApi& cu() { return jit::detail::driver(); }
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 bool wait_for_file(const fs::path& p, Clock::time_point give_up) {
   while (!fs::exists(p)) {

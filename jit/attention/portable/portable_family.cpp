@@ -134,7 +134,7 @@ const AttentionFamily& portable_attention_family() {
 }
 
 FamilyRegistration portable_registration() {
-  return {&portable_attention_family(), FamilyChoice::portable, "portable", cujit::kPortableHeadDims,
+  return {&portable_attention_family(), "portable", cujit::kPortableHeadDims,
           &PortableAttentionFamily::runs_on, nullptr};
 }
 

@@ -245,7 +245,7 @@ FamilyRegistration sm90_registration() {
     return fmt::format("an sm_90a GPU (this is {}) and head dim {} (this is {})", target.arch,
                        head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim);
   };
-  return {&sm90_attention_family(), FamilyChoice::sm90, "sm90", cujit::kSm90HeadDims, &Sm90AttentionFamily::runs_on,
+  return {&sm90_attention_family(), "sm90", cujit::kSm90HeadDims, &Sm90AttentionFamily::runs_on,
           requirements};
 }
 
