@@ -89,16 +89,22 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
   if (const auto at = cache::first_byte_deeper_than(json_text, limits.max_depth)) {
     invalid(fmt::format("{} nests deeper than {} levels (byte {})", name, limits.max_depth, *at + 1));
   }
-  Json manifest;
-  try {
-    manifest = Json::parse(json_text);
-  } catch (const Json::parse_error& e) {
-    // nlohmann's text starts with "[json.exception.parse_error.N] "; the rest says where and what.
+  // nlohmann's text starts with "[json.exception.<kind>.N] "; the rest says where and what.
+  auto parser_text = [](const Json::exception& e) {
     std::string what = e.what();
     if (const auto bracket = what.find("] "); what.rfind("[json.", 0) == 0 && bracket != std::string::npos) {
       what.erase(0, bracket + 2);
     }
-    invalid(fmt::format("{} is not valid JSON (byte {}): {}", name, e.byte, what));
+    return what;
+  };
+  Json manifest;
+  try {
+    manifest = Json::parse(json_text);
+  } catch (const Json::parse_error& e) {
+    invalid(fmt::format("{} is not valid JSON (byte {}): {}", name, e.byte, parser_text(e)));
+  } catch (const Json::exception& e) {
+    // Not a syntax error but still the parser's: a number past a double's range.
+    invalid(fmt::format("{} is not valid JSON: {}", name, parser_text(e)));
   }
   if (!manifest.is_object() || !manifest.contains("shapes") || !manifest["shapes"].is_array()) {
     invalid(fmt::format("{} must be a JSON object with a \"shapes\" array, e.g. "

@@ -199,6 +199,15 @@ TEST(ParseAttentionManifest, ParseErrorsSayWhereAndWhat) {
   EXPECT_NE(message(R"({"shapes": {}})").find("\"shapes\" array"), std::string::npos);
 }
 
+// A number past a double's range is the parser's out_of_range, not a
+// parse_error: it too is an InvalidArgument, never a JSON exception.
+TEST(ParseAttentionManifest, NumberOverflowIsAnInvalidArgument) {
+  const std::string overflow = expect_error(jit::ErrorCode::InvalidArgument, [] {
+    jit::parse_attention_manifest(R"({"shapes": [{"seq": 1e1903027402150, "head_dim": 64}]})");
+  });
+  EXPECT_NE(overflow.find("not valid JSON"), std::string::npos) << overflow;
+}
+
 TEST(ParseAttentionManifest, UnknownKeysAreRefusedByNameAndEntry) {
   const std::string misspelled = expect_error(jit::ErrorCode::InvalidArgument, [] {
     jit::parse_attention_manifest(R"({"shapes": [{"seq": 512, "head_dim": 64}, {"seq": 512, "head_dim": 64, "dtyp": "bf16"}]})");
