@@ -59,13 +59,18 @@ struct AttnPlan {
   AttnStep& add_step() { return steps.at(std::size_t(step_count++)); }
 };
 
-// The tensors of one call.
+// The tensors of one call. For a paged cache k and v are the page pools
+// ([num_pages, Hkv, page_size, D]) and block_table has table_stride int32
+// per sequence; seq_lens (when the problem has them) holds B key counts.
 struct AttnTensors {
   const TensorView& q;
   const TensorView& k;
   const TensorView& v;
   const TensorView& out;
   float* lse;
+  const std::int32_t* block_table = nullptr;
+  std::int64_t table_stride = 0;
+  const std::int32_t* seq_lens = nullptr;
 };
 
 // An attention family: a KernelFamily that also knows which problems it

@@ -15,13 +15,24 @@ struct AttnProblem {
   std::int64_t batch = 0, heads_q = 0, heads_kv = 0, seq_q = 0, seq_k = 0, head_dim = 0;
   DType dtype = DType::f16;
   bool causal = false;
-  int causal_offset = 0;  // key j visible to query i iff j <= i + causal_offset
+  // Key j visible to query i iff j <= i + causal_offset (+ L - seq_k for a
+  // sequence of L keys when seq_lens is set: bottom-right per sequence).
+  int causal_offset = 0;
   float scale = 0;
+  // KV-cache problems (jit/serving.h): seq_k is the longest sequence's key
+  // count; page_size > 0 when K and V are page pools read through a block
+  // table; seq_lens when each sequence's length is on the device;
+  // num_splits as asked (0: the family chooses).
+  int page_size = 0;
+  bool seq_lens = false;
+  int num_splits = 0;
   bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0; }
+  bool kv_cache() const { return page_size > 0 || seq_lens; }
   // Every field, once: equality and the hash below both read it, so a field
   // added here is part of every key built from a problem.
   auto fields() const {
-    return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale);
+    return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale, page_size,
+                    seq_lens, num_splits);
   }
   bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
 };

@@ -102,7 +102,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {
-    return runs_on(target) && cujit::kPortableHeadDims.contains(int(problem.head_dim));
+    return runs_on(target) && !problem.kv_cache() && cujit::kPortableHeadDims.contains(int(problem.head_dim));
   }
 
   AttnPlan typed_plan(const AttnProblem& problem, const PortableConfig& c, const Target&) const override {

@@ -177,7 +177,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   bool supports(const AttnProblem& problem, const Target& target) const override {
     // TMA coordinates are 32-bit.
     const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
-    return runs_on(target) && fits && cujit::kSm90HeadDims.contains(int(problem.head_dim));
+    return runs_on(target) && fits && !problem.kv_cache() && cujit::kSm90HeadDims.contains(int(problem.head_dim));
   }
 
   AttnPlan typed_plan(const AttnProblem& problem, const Sm90Config& c, const Target& target) const override {
