@@ -48,6 +48,10 @@ struct LaunchGeometry {
   Dim3 grid;
   Dim3 block;
   unsigned smem_bytes = 0;  ///< dynamic shared memory
+  /// sm_90+: launch with programmatic stream serialization, so the kernel
+  /// may start before the previous one in the stream ends; it must then wait
+  /// for it (griddepcontrol.wait) before reading what that one wrote.
+  bool programmatic_dependent_launch = false;
 };
 
 class KernelFamily {

@@ -69,6 +69,15 @@ void Kernel::launch(const LaunchGeometry& g, const void* params, std::size_t par
   launch_config.blockDimZ = g.block.z;
   launch_config.sharedMemBytes = g.smem_bytes;
   launch_config.hStream = reinterpret_cast<CUstream>(stream);
+  // Programmatic dependent launch: the kernel may start while the previous
+  // one in the stream finishes; it waits for it with griddepcontrol.wait.
+  CUlaunchAttribute attribute{};
+  if (g.programmatic_dependent_launch) {
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    launch_config.attrs = &attribute;
+    launch_config.numAttrs = 1;
+  }
   const CUresult result = cu.cuLaunchKernelEx(&launch_config, impl_->function, args, nullptr);
   if (result != CUDA_SUCCESS) {
     try {

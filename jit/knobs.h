@@ -19,6 +19,8 @@
 //   CUJIT_COMPILE_THREADS  how many NVRTC compiles a tuning run does at once: a positive integer;
 //                     default the CPUs this process may run on (its affinity mask, so taskset and
 //                     cpusets are honoured). Lower it when several processes tune at the same time
+//   CUJIT_PDL         1 (default) | 0: launch the decode kernels with programmatic dependent launch on
+//                     sm_90+, so a step's kernel starts while the previous one in the stream ends
 //   CUJIT_SM90_TILE_ORDER  auto (default): the host's choice per shape (jit/attention/sm90/tile_order.h)
 //                     | heads | rows: always that order of the sm90 kernel's tiles (for measuring)
 #pragma once
@@ -43,6 +45,7 @@ struct Knobs {
   std::string family;  // CUJIT_FAMILY: "" for auto, else the family's name
   TileOrderChoice tile_order = TileOrderChoice::automatic;
   unsigned compile_threads = 1;
+  bool pdl = true;
 };
 
 // Read once, on first use. Throws Error(InvalidArgument) naming the knob for

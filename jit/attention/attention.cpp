@@ -8,6 +8,7 @@
 #include "jit/attention/attention_problem.h"
 #include "jit/attention/family_registry.h"
 #include "jit/attention/shape_key.h"
+#include "jit/attention/stream_workspace.h"
 #include "jit/attention/tensor_placement.h"
 #include "jit/device.h"
 #include "jit/driver.h"
@@ -27,11 +28,11 @@ Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const 
                  Stream stream, const Target& target) {
   Prepared p;
   p.family = &detail::attention_family_for(problem, target);
-  p.spec = detail::spec_of(problem);
+  p.spec = p.family->spec_for(problem);
   const detail::AttentionFamily& family = *p.family;
   // Candidates are timed on the caller's inputs but write to a scratch
   // output, never to `out` or the caller's LSE.
-  std::optional<DeviceBuffer> scratch_out;
+  std::optional<DeviceBuffer> scratch_out, scratch_workspace;
   TensorView scratch_view;
   auto run = [&](const Kernel& kernel, const Json& config, Stream s) {
     if (!scratch_out) {
@@ -39,10 +40,13 @@ Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const 
       scratch_view = TensorView::bhsd(scratch_out->data(), q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
     }
     detail::AttnPlan plan = family.plan(problem, config, target);
-    for (int i = 0; i < plan.step_count; ++i) plan.steps[i].kernel = &kernel;
-    family.launch(plan, problem, {q, k, v, scratch_view, nullptr}, nullptr, s);
+    family.bind_kernels(plan, p.spec, kernel);
+    if (!scratch_workspace || scratch_workspace->size() < plan.workspace_bytes) {
+      scratch_workspace.emplace(plan.workspace_bytes);
+    }
+    family.launch(plan, problem, {q, k, v, scratch_view, nullptr}, scratch_workspace->data(), s);
   };
-  p.config = choose_config(family, p.spec, detail::attention_bucket(problem), run, stream);
+  p.config = choose_config(family, p.spec, family.bucket(problem), run, stream);
   return p;
 }
 
@@ -66,11 +70,6 @@ Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& 
   }
   const Prepared p = prepare(problem, q, k, v, stream, device.target);
   const Launchable launchable{p.family, detail::load_plan(*p.family, problem, p.config, device.target)};
-  if (launchable.plan.workspace_bytes != 0) {
-    // No shipped family needs one yet; the library's workspace comes with
-    // the first that does.
-    throw Error(ErrorCode::Internal, "the attention plan needs a workspace, which jit::attention does not supply");
-  }
   // A config chosen during graph capture was not tuned: do not pin it.
   if (detail::stream_is_capturing(stream)) return launchable;
   std::lock_guard lock(mutex);
@@ -88,7 +87,8 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, k, v, out, options.lse, device);
   const Launchable l = launchable_for(problem, q, k, v, options.stream, device);
-  l.family->launch(l.plan, problem, {q, k, v, out, options.lse}, nullptr, options.stream);
+  void* workspace = detail::stream_workspace(options.stream, l.plan.workspace_bytes);
+  l.family->launch(l.plan, problem, {q, k, v, out, options.lse}, workspace, options.stream);
 }
 
 DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorView& v,

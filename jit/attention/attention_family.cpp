@@ -10,8 +10,8 @@ namespace jit::detail {
 AttnPlan load_plan(const AttentionFamily& family, const AttnProblem& problem, const Json& config,
                    const Target& target) {
   AttnPlan plan = family.plan(problem, config, target);
-  const Kernel& kernel = get_kernel(family, spec_of(problem), config);
-  for (int i = 0; i < plan.step_count; ++i) plan.steps[i].kernel = &kernel;
+  const Json spec = family.spec_for(problem);
+  family.bind_kernels(plan, spec, get_kernel(family, spec, config));
   return plan;
 }
 

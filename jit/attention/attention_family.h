@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "jit/attention/attention_problem.h"
 #include "jit/kernel_family.h"
@@ -56,6 +57,7 @@ struct AttnPlan {
   std::array<AttnStep, kMaxSteps> steps{};
   int step_count = 0;
   std::size_t workspace_bytes = 0;
+  int key_splits = 1;  // parts each row's keys are split into (then merged)
   AttnStep& add_step() { return steps.at(std::size_t(step_count++)); }
 };
 
@@ -77,6 +79,26 @@ struct AttnTensors {
 // serves and how to launch them.
 class AttentionFamily : public KernelFamily {
  public:
+  // What the kernel for `problem` is specialized on.
+  virtual AttnSpec spec_for(const AttnProblem& problem) const { return spec_of(problem); }
+  // Every spec this family instantiates for a (dtype, head dim, causal)
+  // spec: the base itself, or one per value of its own spec fields.
+  virtual std::vector<AttnSpec> spec_variants(const AttnSpec& base) const { return {base}; }
+  // The problem-size fields of the tune key: one tuning serves the problems
+  // of one bucket.
+  virtual Json bucket(const AttnProblem& problem) const { return attention_bucket(problem); }
+  // Kernels of other families a plan also launches (a combine pass), so that
+  // warm-up compiles them too.
+  struct Companion {
+    const KernelFamily* family;
+    Json spec, config;
+  };
+  virtual std::vector<Companion> companions(const Json& /*spec*/) const { return {}; }
+  // Sets each step's kernel: `main` is the config's own; a step of a
+  // companion gets it loaded here.
+  virtual void bind_kernels(AttnPlan& plan, const Json& /*spec*/, const Kernel& main) const {
+    for (int i = 0; i < plan.step_count; ++i) plan.steps[std::size_t(i)].kernel = &main;
+  }
   // `problem` has passed validate_attention (so its tensors' strides and
   // addresses are 16-byte multiples).
   virtual bool supports(const AttnProblem& problem, const Target& target) const = 0;

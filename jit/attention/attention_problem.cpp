@@ -216,6 +216,8 @@ const char* kernel_dtype_name(DType dtype) { return dtype == DType::f16 ? "f16" 
 
 void to_json(Json& j, const AttnSpec& spec) {
   j = Json{{"dtype", kernel_dtype_name(spec.dtype)}, {"d", spec.head_dim}, {"causal", spec.causal}};
+  if (spec.paged) j["paged"] = true;
+  if (spec.block_m != 0) j["bm"] = spec.block_m;
 }
 
 void from_json(const Json& j, AttnSpec& spec) {
@@ -224,6 +226,8 @@ void from_json(const Json& j, AttnSpec& spec) {
   spec.dtype = dtype == "f16" ? DType::f16 : DType::bf16;
   j.at("d").get_to(spec.head_dim);
   j.at("causal").get_to(spec.causal);
+  spec.paged = j.value("paged", false);
+  spec.block_m = j.value("bm", 0);
 }
 
 Json attention_bucket(const AttnProblem& problem) {

@@ -46,12 +46,16 @@ struct AttnSpec {
   DType dtype = DType::f16;
   int head_dim = 0;
   bool causal = false;
-  auto fields() const { return std::tie(dtype, head_dim, causal); }
+  // The decode family's too: K/V through a block table, and the packed rows
+  // per CTA (0 for the other families, and then absent from the JSON).
+  bool paged = false;
+  int block_m = 0;
+  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m); }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
-// {"dtype": "f16" | "bf16", "d": head dim, "causal": bool}: the form tune
-// keys, cubin keys and tuning records hold.
+// {"dtype": "f16" | "bf16", "d": head dim, "causal": bool} (and "paged",
+// "bm" when set): the form tune keys, cubin keys and tuning records hold.
 void to_json(Json& j, const AttnSpec& spec);
 void from_json(const Json& j, AttnSpec& spec);
 // The kernels' name for a dtype: "f16" or "bf16" (cujit::f16, cujit::bf16).

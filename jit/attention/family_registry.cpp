@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "jit/attention/decode/decode_family.h"
 #include "jit/attention/portable/portable_family.h"
 #include "jit/attention/sm90/sm90_family.h"
 #include "jit/error.h"
@@ -32,7 +33,10 @@ void log_fallback_once(const FamilyRegistration& preferred, const FamilyRegistra
 }  // namespace
 
 const std::vector<FamilyRegistration>& attention_families() {
-  static const std::vector<FamilyRegistration> families = {sm90_registration(), portable_registration()};
+  // decode first: it takes only few-row and KV-cache problems, which the
+  // others serve slower or not at all.
+  static const std::vector<FamilyRegistration> families = {decode_registration(), sm90_registration(),
+                                                           portable_registration()};
   return families;
 }
 
@@ -70,14 +74,26 @@ const AttentionFamily& attention_family_for(const AttnProblem& problem, const Ta
                               forced->short_name, forced->short_name, forced->requirements(problem, target)));
     }
   } else {
-    const FamilyRegistration* preferred = nullptr;  // the first that runs on this target
+    // The first that runs on this target but not at this head dim: a slower
+    // family serving its problem is worth a log line.
+    const FamilyRegistration* preferred = nullptr;
     for (const FamilyRegistration& r : families) {
       if (!r.runs_on(target)) continue;
-      if (preferred == nullptr) preferred = &r;
+      if (preferred == nullptr && !r.head_dims.contains(int(problem.head_dim))) preferred = &r;
       if (r.family->supports(problem, target)) {
-        if (preferred != &r) log_fallback_once(*preferred, r, problem.head_dim);
+        if (preferred != nullptr) log_fallback_once(*preferred, r, problem.head_dim);
         return *r.family;
       }
+    }
+  }
+  // A family here has the head dim but not this problem's kind: say what it
+  // needs.
+  for (const FamilyRegistration& r : families) {
+    if (r.runs_on(target) && r.head_dims.contains(int(problem.head_dim)) && r.requirements != nullptr) {
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("no attention kernel family serves this problem on {}: head dim {} has only the {} "
+                              "family, which needs {}",
+                              target.arch, problem.head_dim, r.short_name, r.requirements(problem, target)));
     }
   }
   // Every head dim some family runs on this target, in order.

@@ -1,6 +1,8 @@
 // jit/attention_inspect.h: the call path's pieces, exported for tools.
 #include "jit/attention_inspect.h"
 
+#include <memory>
+
 #include "autotune/prune.h"
 #include "jit/attention/attention_problem.h"
 #include "jit/attention/family_registry.h"
@@ -42,7 +44,7 @@ std::vector<AttentionLaunch> attention_launches(const TensorView& q, const Tenso
 std::vector<AttentionPlan> attention_candidates(const TensorView& q, const TensorView& k, const TensorView& v,
                                                 const TensorView& out, const AttentionOptions& options) {
   const Located l = locate(q, k, v, out, options);
-  const Json spec = detail::spec_of(l.problem);
+  const Json spec = l.family->spec_for(l.problem);
   std::vector<AttentionPlan> candidates;
   for (const Json& config : autotune::prune_space(*l.family, spec, l.target).kept) {
     candidates.push_back({l.family->name(), l.family->variant_name(spec, config), config});
@@ -55,8 +57,9 @@ std::function<void()> attention_call_with_config(const TensorView& q, const Tens
                                                  const Json& config) {
   const Located l = locate(q, k, v, out, options);
   const detail::AttnPlan plan = detail::load_plan(*l.family, l.problem, config, l.target);
+  auto workspace = std::make_shared<DeviceBuffer>(plan.workspace_bytes);
   return [=, family = l.family, problem = l.problem] {
-    family->launch(plan, problem, {q, k, v, out, options.lse}, nullptr, options.stream);
+    family->launch(plan, problem, {q, k, v, out, options.lse}, workspace->data(), options.stream);
   };
 }
 

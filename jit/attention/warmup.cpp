@@ -201,10 +201,15 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
     for (const AttentionShape& shape : shapes) {
       const detail::AttnProblem problem = detail::problem_of(shape);
       const detail::AttentionFamily& family = detail::attention_family_for(problem, target);
-      const Json spec = detail::spec_of(problem);
+      const Json spec = family.spec_for(problem);
       for (const Json& config : autotune::prune_space(family, spec, target).kept) {
         if (seen.insert(arch + '/' + family.variant_name(spec, config)).second) {
           jobs.push_back({&family, spec, config, arch});
+        }
+      }
+      for (const auto& companion : family.companions(spec)) {
+        if (seen.insert(arch + '/' + companion.family->variant_name(companion.spec, companion.config)).second) {
+          jobs.push_back({companion.family, companion.spec, companion.config, arch});
         }
       }
     }

@@ -22,5 +22,8 @@ struct HeadDims {
 constexpr HeadDims kPortableHeadDims{{64, 128}, 2};
 // wgmma, TMA (sm_90a): up to 256, which needs the Hopper register split.
 constexpr HeadDims kSm90HeadDims{{64, 128, 256}, 3};
+// The split-KV decode kernel (mma.sync, cp.async; sm_80 and newer): its few
+// query rows leave registers for D = 256.
+constexpr HeadDims kDecodeHeadDims{{64, 128, 256}, 3};
 
 }  // namespace cujit

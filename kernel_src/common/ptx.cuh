@@ -89,4 +89,34 @@ __device__ __forceinline__ void st_global_v4_b32(void* ptr, const u32 (&v)[4]) {
                : "memory");
 }
 
+__device__ __forceinline__ void st_global_v4_f32(void* ptr, const float (&v)[4]) {
+  asm volatile("st.global.v4.f32 [%0], {%1,%2,%3,%4};\n" ::"l"(ptr), "f"(v[0]), "f"(v[1]), "f"(v[2]), "f"(v[3])
+               : "memory");
+}
+__device__ __forceinline__ void ld_global_v2_f32(float (&v)[2], const void* ptr) {
+  asm volatile("ld.global.v2.f32 {%0,%1}, [%2];\n" : "=f"(v[0]), "=f"(v[1]) : "l"(ptr) : "memory");
+}
+__device__ __forceinline__ void ld_shared_v4_f32(float (&v)[4], u32 addr) {
+  asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void st_shared_v2_f32(u32 addr, float a, float b) {
+  asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
+}
+
+// Programmatic dependent launch (sm_90 and later; no-ops before, and when the
+// launch did not ask for it). wait: block until the grids this one depends on
+// have completed and their memory is visible. launch_dependents: let the next
+// kernel in the stream start launching (it waits for this one in turn).
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void launch_dependent_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 }  // namespace cujit

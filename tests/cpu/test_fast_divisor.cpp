@@ -1,4 +1,4 @@
-// FastDivisor (kernel_src/attention/sm90/fast_divisor.h) against the
+// FastDivisor (kernel_src/common/fast_divisor.h) against the
 // hardware's division, on the divisors and dividends where a multiply-shift
 // division goes wrong first: around powers of two, multiples of the divisor
 // and the largest dividend (2^31 - 1).
@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "kernel_src/attention/sm90/fast_divisor.h"
+#include "kernel_src/common/fast_divisor.h"
 
 namespace {
 

@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "autotune/prune.h"
 #include "jit/attention/families.h"
 #include "jit/kernel_family.h"
@@ -35,11 +37,26 @@ std::vector<CompileCase> all_cases() {
         for (int i = 0; i < served.head_dims.count; ++i) {
           const int d = served.head_dims.values[i];
           for (bool causal : {false, true}) {
-            const jit::Json spec = {{"dtype", dtype}, {"d", d}, {"causal", causal}};
+            const jit::Json base = {{"dtype", dtype}, {"d", d}, {"causal", causal}};
             const jit::Target target = jit::offline_target(arch);
-            for (const jit::Json& config : jit::autotune::prune_space(*served.family, spec, target).kept) {
-              std::string name = arch + std::string("_") + served.family->variant_name(spec, config);
-              cases.push_back({served.family, arch, spec, config, name});
+            const auto variants = served.family->spec_variants(base.get<jit::detail::AttnSpec>());
+            for (const jit::detail::AttnSpec& variant : variants) {
+              const jit::Json spec = variant;
+              std::vector<jit::Json> configs = jit::autotune::prune_space(*served.family, spec, target).kept;
+#ifndef CUJIT_COMPILE_ALL_DTYPES
+              // A family with many specs: its default config of each here,
+              // every config under compile_full.
+              if (variants.size() > 1) configs = {served.family->default_config(spec, target)};
+#endif
+              for (const jit::Json& config : configs) {
+                std::string name = arch + std::string("_") + served.family->variant_name(spec, config);
+                cases.push_back({served.family, arch, spec, config, name});
+              }
+              for (const auto& companion : served.family->companions(spec)) {
+                std::string name = arch + std::string("_") + companion.family->variant_name(companion.spec, companion.config);
+                const bool seen = std::any_of(cases.begin(), cases.end(), [&](const CompileCase& c) { return c.name == name; });
+                if (!seen) cases.push_back({companion.family, arch, companion.spec, companion.config, name});
+              }
             }
           }
         }

@@ -52,19 +52,21 @@ int expect_every_config_matches(const jit::detail::AttnProblem& problem, const T
                                 const TestTensor& v, TestTensor& out, jit::DeviceBuffer& lse,
                                 const ReferenceProblem& reference, const ReferenceResult& expected) {
   const jit::Target target = jit::current_target();
-  const jit::Json spec = jit::detail::spec_of(problem);
   int configs = 0;
   for (const auto* family : families_here()) {
     if (!family->supports(problem, target)) continue;
+    const jit::Json spec = family->spec_for(problem);
     const std::vector<jit::Json> kept = kept_configs(*family, spec);
     load_all(*family, spec, kept);
     for (const jit::Json& config : kept) {
       SCOPED_TRACE(family->variant_name(spec, config));
       const jit::detail::AttnPlan plan = jit::detail::load_plan(*family, problem, config, target);
+      jit::DeviceBuffer workspace(plan.workspace_bytes);
       poison(out.buffer.data(), out.buffer.size());
       poison(lse.data(), lse.size());
-      family->launch(plan, problem, {q.view, k.view, v.view, out.view, static_cast<float*>(lse.data())}, nullptr,
-                     nullptr);
+      if (workspace.size() != 0) poison(workspace.data(), workspace.size());
+      family->launch(plan, problem, {q.view, k.view, v.view, out.view, static_cast<float*>(lse.data())},
+                     workspace.data(), nullptr);
       synchronize();
       expect_output_matches(gather_logical(download_storage(out), out.view), expected, reference);
       expect_lse_matches(download_f32(lse.data(), expected.lse.size()), expected);

@@ -59,11 +59,13 @@ int launches_per_config() {
 std::vector<std::uint16_t> expect_identical_runs(const jit::detail::AttentionFamily& family, const jit::Json& spec,
                                                  const jit::Json& config, Inputs& in, int launches) {
   const jit::detail::AttnPlan plan = jit::detail::load_plan(family, in.problem, config, jit::current_target());
+  jit::DeviceBuffer workspace(plan.workspace_bytes);
   const std::string variant = family.variant_name(spec, config);
   std::vector<std::uint16_t> first;
   for (int i = 0; i < launches; ++i) {
     poison(in.out.buffer.data(), in.out.buffer.size());
-    family.launch(plan, in.problem, {in.q.view, in.k.view, in.v.view, in.out.view, nullptr}, nullptr, nullptr);
+    family.launch(plan, in.problem, {in.q.view, in.k.view, in.v.view, in.out.view, nullptr}, workspace.data(),
+                  nullptr);
     synchronize();
     std::vector<std::uint16_t> bits = download_storage(in.out);
     if (i == 0) {
@@ -90,7 +92,6 @@ TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) 
   const jit::Target target = jit::current_target();
   const int launches = launches_per_config();
   Inputs in = make_inputs(dtype, head_dim, causal, rng);
-  const jit::Json spec = jit::detail::spec_of(in.problem);
   std::vector<const jit::detail::AttentionFamily*> serving;
   for (const auto* family : families_here()) {
     if (family->supports(in.problem, target)) serving.push_back(family);
@@ -99,6 +100,7 @@ TEST_P(Determinism, EveryConfigMatchesTheReferenceWithTheSameBitsOnEveryLaunch) 
   if (serving.empty()) GTEST_SKIP() << "no family serves head dim " << head_dim << " on " << target.arch;
   int configs = 0;
   for (const auto* family : serving) {
+    const jit::Json spec = family->spec_for(in.problem);
     const std::vector<jit::Json> kept = kept_configs(*family, spec);
     load_all(*family, spec, kept);
     for (const jit::Json& config : kept) {

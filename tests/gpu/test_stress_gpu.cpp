@@ -217,8 +217,11 @@ std::set<std::string> allowed_variants(const std::vector<jit::detail::AttnProble
   std::set<std::string> names;
   for (const jit::detail::AttnProblem& problem : problems) {
     const auto& family = jit::detail::attention_family_for(problem, target);
-    const jit::Json spec = jit::detail::spec_of(problem);
+    const jit::Json spec = family.spec_for(problem);
     names.insert(family.variant_name(spec, family.default_config(spec, target)));
+    for (const auto& companion : family.companions(spec)) {
+      names.insert(companion.family->variant_name(companion.spec, companion.config));
+    }
     if (!tuning) continue;
     for (const jit::Json& config : jit::autotune::prune_space(family, spec, target).kept) {
       names.insert(family.variant_name(spec, config));
@@ -454,21 +457,22 @@ std::string digest_lines(bool check) {
     const jit::AttentionOptions options = options_for(c, static_cast<float*>(lse.data()));
     const jit::detail::AttnProblem problem =
         jit::detail::validate_attention(in.dq.view, in.dk.view, in.dv.view, out.view, options);
-    const jit::Json spec = jit::detail::spec_of(problem);
     std::optional<ReferenceResult> ref;
     const ReferenceProblem p = reference_problem(c);
     if (check) ref = reference_attention(p, in.q, in.k, in.v);
     for (const auto* family : families_here()) {
       if (!family->supports(problem, jit::current_target())) continue;
+      const jit::Json spec = family->spec_for(problem);
       const std::vector<jit::Json> configs = kept_configs(*family, spec);
       load_all(*family, spec, configs);
       for (const jit::Json& config : configs) {
         SCOPED_TRACE(family->variant_name(spec, config));
         poison(out.buffer.data(), out.buffer.size());
         poison(lse.data(), lse.size());
-        family->launch(jit::detail::load_plan(*family, problem, config, jit::current_target()), problem,
-                       {in.dq.view, in.dk.view, in.dv.view, out.view, static_cast<float*>(lse.data())}, nullptr,
-                       nullptr);
+        const jit::detail::AttnPlan plan = jit::detail::load_plan(*family, problem, config, jit::current_target());
+        jit::DeviceBuffer workspace(plan.workspace_bytes);
+        family->launch(plan, problem, {in.dq.view, in.dk.view, in.dv.view, out.view, static_cast<float*>(lse.data())},
+                       workspace.data(), nullptr);
         synchronize();
         const std::vector<std::uint16_t> o_bits = download_storage(out);
         const std::vector<float> lse_values = download_f32(lse.data(), lse_count);

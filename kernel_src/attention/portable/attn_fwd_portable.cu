@@ -9,7 +9,7 @@
 #include "attention/common/register_tile.cuh"
 #include "attention/head_dims.h"
 #include "attention/portable/epilogue.cuh"
-#include "attention/portable/smem_tile.cuh"
+#include "attention/common/smem_tile.cuh"
 
 namespace cujit::portable {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
-#include "attention/portable/smem_tile.cuh"
+#include "attention/common/smem_tile.cuh"
 
 namespace cujit::portable {
 

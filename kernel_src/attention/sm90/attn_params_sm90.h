@@ -4,7 +4,7 @@
 // no includes beyond the common struct, so NVRTC and the host both accept it.
 #pragma once
 #include "attention/attn_params.h"
-#include "attention/sm90/fast_divisor.h"
+#include "common/fast_divisor.h"
 
 namespace cujit {
 

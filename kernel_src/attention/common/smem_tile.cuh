@@ -5,7 +5,7 @@
 #pragma once
 #include "common/ptx.cuh"
 
-namespace cujit::portable {
+namespace cujit {
 
 template <int ROWS, int D, int ELEMENT_BYTES>
 struct SmemTile {
@@ -44,4 +44,4 @@ struct SmemTile {
   }
 };
 
-}  // namespace cujit::portable
+}  // namespace cujit

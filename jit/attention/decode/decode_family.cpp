@@ -1,0 +1,305 @@
+// The split-KV decode family: kernel_src/attention/decode/.
+#include "jit/attention/decode/decode_family.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+
+#include "jit/attention/decode/decode_combine.h"
+#include "jit/error.h"
+#include "jit/knobs.h"
+#include "kernel_src/attention/decode/decode_layout.h"
+#include "kernel_src/attention/decode/decode_params.h"
+#include "kernel_src/attention/head_dims.h"
+
+namespace jit::detail {
+namespace {
+
+struct DecodeConfig {
+  int bn, stages, warps;
+};
+void to_json(Json& j, const DecodeConfig& c) { j = Json{{"bn", c.bn}, {"stages", c.stages}, {"warps", c.warps}}; }
+void from_json(const Json& j, DecodeConfig& c) {
+  j.at("bn").get_to(c.bn);
+  j.at("stages").get_to(c.stages);
+  j.at("warps").get_to(c.warps);
+}
+
+// What launch() needs beyond the problem, fixed by the plan.
+struct DecodeStepData {
+  int splits;
+  int split_keys;
+};
+
+// Packed rows per CTA: the query heads sharing a KV head times the new rows,
+// rounded up to whole 16-row m-tiles, at most 64 (more rows take more CTAs).
+int block_m_for(std::int64_t packed_rows) {
+  if (packed_rows <= 16) return 16;
+  if (packed_rows <= 32) return 32;
+  return 64;
+}
+
+std::int64_t packed_rows(const AttnProblem& p) { return p.heads_q / std::max<std::int64_t>(p.heads_kv, 1) * p.seq_q; }
+
+// Registers per thread: the fp32 O (D / 2) and scores (keys per warp / 2), Q's
+// fragments when they stay in registers (D <= 128), the page of each row a
+// thread loads, and about 96 for addresses and the softmax (ptxas reports).
+int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
+  const int key_warps = c.warps / (s.block_m / 16);
+  const int keys_per_warp = c.bn / key_warps;
+  const int passes = c.bn * s.head_dim / (256 * c.warps);
+  return s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0) + (s.paged ? 2 * passes : 0) +
+         96;
+}
+
+std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+// Workspace of a split plan: the parts' O, then their log-sum-exps.
+std::size_t partial_o_bytes(const AttnProblem& p, int splits) {
+  return align_up(std::size_t(splits) * std::size_t(p.batch * p.heads_kv * packed_rows(p) * p.head_dim) * 4, 256);
+}
+std::size_t partial_lse_bytes(const AttnProblem& p, int splits) {
+  return align_up(std::size_t(splits) * std::size_t(p.batch * p.heads_kv * packed_rows(p)) * 4, 256);
+}
+
+class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
+ public:
+  std::string name() const override { return "attn_decode"; }
+
+  const KernelSources& sources() const override { return attention_sources("attention/decode/attn_decode.cu"); }
+
+  AttnSpec spec_for(const AttnProblem& problem) const override {
+    AttnSpec s = spec_of(problem);
+    s.paged = problem.page_size > 0;
+    s.block_m = block_m_for(packed_rows(problem));
+    return s;
+  }
+
+  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
+    std::vector<AttnSpec> specs;
+    for (bool paged : {false, true})
+      for (int block_m : {16, 32, 64}) {
+        AttnSpec s = base;
+        s.paged = paged;
+        s.block_m = block_m;
+        specs.push_back(s);
+      }
+    return specs;
+  }
+
+  Json bucket(const AttnProblem& p) const override {
+    auto pow2 = [](std::int64_t n, std::int64_t floor) {
+      return std::int64_t(std::bit_ceil(std::uint64_t(std::max(n, floor))));
+    };
+    return {{"rows", pow2(packed_rows(p), 1)},
+            {"group", pow2(p.heads_q / std::max<std::int64_t>(p.heads_kv, 1), 1)},
+            {"seq_k", pow2(p.seq_k, 256)},
+            {"batch_kv", pow2(p.batch * p.heads_kv, 1)},
+            {"page", p.page_size > 0 ? pow2(p.page_size, 1) : 0},
+            {"splits", p.num_splits}};
+  }
+
+  std::vector<DecodeConfig> typed_config_space(const AttnSpec&) const override {
+    std::vector<DecodeConfig> space;
+    for (int bn : {32, 64, 128})
+      for (int warps : {2, 4, 8})
+        for (int stages : {2, 3, 4}) space.push_back({bn, stages, warps});
+    return space;
+  }
+
+  std::optional<std::string> typed_why_pruned(const AttnSpec& s, const DecodeConfig& c,
+                                              const Target& target) const override {
+    // Mirrors the static_asserts at the top of attn_decode.
+    if (!cujit::kDecodeHeadDims.contains(s.head_dim)) return fmt::format("head dim {} is not instantiated", s.head_dim);
+    const int row_warps = s.block_m / 16;
+    if (s.block_m % 16 != 0 || row_warps < 1 || row_warps > 4) return fmt::format("BM {} is not 16..64", s.block_m);
+    if (c.warps % row_warps != 0) return fmt::format("{} warps do not tile {} rows of 16", c.warps, row_warps);
+    const int key_warps = c.warps / row_warps;
+    if (c.bn % (16 * key_warps) != 0) return fmt::format("BN {} is not 16 keys for each of {} warps", c.bn, key_warps);
+    if (c.stages < 2) return "the K/V ring needs at least 2 stages";
+    const int rows_per_pass = c.warps * 32 / (s.head_dim / 8);
+    if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
+    if (const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps);
+        smem > target.max_smem_per_block) {
+      return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
+                         target.max_smem_per_block);
+    }
+    if (const int regs = estimated_registers(s, c); regs > 255) {
+      return fmt::format("needs about {} registers per thread (limit 255, it would spill)", regs);
+    }
+    return std::nullopt;
+  }
+
+  DecodeConfig typed_default_config(const AttnSpec& s, const Target& target) const override {
+    // 64-key blocks, three deep: 64 KiB of K/V in flight per CTA at D = 128.
+    for (const DecodeConfig c : {DecodeConfig{64, 3, 4}, DecodeConfig{64, 2, 4}, DecodeConfig{32, 2, 4},
+                                 DecodeConfig{64, 2, 8}, DecodeConfig{32, 2, 8}}) {
+      if (!typed_why_pruned(s, c, target)) return c;
+    }
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("no decode config fits {} for head dim {}", target.arch, s.head_dim));
+  }
+
+  std::string typed_variant_name(const AttnSpec& s, const DecodeConfig& c) const override {
+    return fmt::format("attn_decode_d{}_{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
+                       s.causal ? "_causal" : "", s.paged ? "_paged" : "", s.block_m, c.bn, c.stages, c.warps);
+  }
+
+  std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
+    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, {}, {}>", s.head_dim, s.block_m,
+                       c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
+                       s.paged ? "true" : "false");
+  }
+
+  bool supports(const AttnProblem& p, const Target& target) const override {
+    if (!runs_on(target) || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
+    // Dense problems with few rows per KV head; everything over a cache.
+    return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
+  }
+
+  std::vector<Companion> companions(const Json& spec) const override {
+    const AttnSpec s = spec.get<AttnSpec>();
+    return {{&decode_combine_family(), decode_combine_spec(s.dtype, s.head_dim), Json::object()}};
+  }
+
+  void bind_kernels(AttnPlan& plan, const Json& spec, const Kernel& main) const override {
+    plan.steps[0].kernel = &main;
+    if (plan.step_count > 1) {
+      const AttnSpec s = spec.get<AttnSpec>();
+      plan.steps[1].kernel = &get_kernel(decode_combine_family(), decode_combine_spec(s.dtype, s.head_dim), Json::object());
+    }
+  }
+
+  AttnPlan typed_plan(const AttnProblem& problem, const DecodeConfig& c, const Target& target) const override {
+    const AttnSpec s = spec_for(problem);
+    const std::int64_t rows = packed_rows(problem);
+    const std::int64_t m_blocks = (rows + s.block_m - 1) / s.block_m;
+    const std::int64_t ctas = problem.batch * problem.heads_kv * m_blocks;
+    const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
+    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps);
+    std::int64_t splits = problem.num_splits;
+    if (splits == 0) {
+      // Enough CTAs for every SM's slots, while each split keeps at least two
+      // key blocks (fewer would spend more on the combine than they save).
+      const int threads = 32 * c.warps;
+      const int per_sm = std::max(1, std::min({(target.max_smem_per_block + 1024) / (smem + 1024), 2048 / threads,
+                                               65536 / (threads * 192)}));
+      const std::int64_t slots = std::int64_t{std::max(target.sm_count, 1)} * per_sm;
+      splits = std::clamp<std::int64_t>((slots + ctas - 1) / std::max<std::int64_t>(ctas, 1), 1,
+                                        std::max<std::int64_t>(key_blocks / 2, 1));
+      splits = std::min<std::int64_t>(splits, 256);
+    }
+    const std::int64_t blocks_per_split = std::max<std::int64_t>((key_blocks + splits - 1) / splits, 1);
+    splits = std::max<std::int64_t>((key_blocks + blocks_per_split - 1) / blocks_per_split, 1);
+    if (splits * m_blocks >= (std::int64_t{1} << 31)) {
+      throw Error(ErrorCode::Unsupported, fmt::format("{} splits of {} row blocks exceed the grid", splits, m_blocks));
+    }
+    const bool pdl = target.cc >= 90 && knobs().pdl;
+
+    AttnPlan plan;
+    AttnStep& step = plan.add_step();
+    step.geometry.grid = {unsigned(splits * m_blocks), unsigned(problem.heads_kv), unsigned(problem.batch)};
+    step.geometry.block = {unsigned(32 * c.warps), 1, 1};
+    step.geometry.smem_bytes = unsigned(smem);
+    step.geometry.programmatic_dependent_launch = pdl;
+    step.params_bytes = sizeof(cujit::DecodeParams);
+    step.params_align = alignof(cujit::DecodeParams);
+    step.data.set(DecodeStepData{int(splits), int(blocks_per_split * c.bn)});
+    if (splits > 1) {
+      AttnStep& combine = plan.add_step();
+      combine.geometry = decode_combine_geometry(problem.batch * problem.heads_kv * rows);
+      combine.geometry.programmatic_dependent_launch = pdl;
+      combine.params_bytes = sizeof(cujit::DecodeCombineParams);
+      combine.params_align = alignof(cujit::DecodeCombineParams);
+      plan.key_splits = int(splits);
+      plan.workspace_bytes = partial_o_bytes(problem, int(splits)) + partial_lse_bytes(problem, int(splits));
+    }
+    return plan;
+  }
+
+  void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void* workspace,
+              Stream stream) const override {
+    const AttnStep& step = plan.steps[0];
+    const DecodeStepData d = step.data.get<DecodeStepData>();
+    if (d.splits > 1 && workspace == nullptr) {
+      throw Error(ErrorCode::Internal, "a split decode plan was launched without its workspace");
+    }
+    const int group = int(problem.heads_q / problem.heads_kv);
+    cujit::DecodeParams p{};
+    p.q = t.q.data;
+    p.k = t.k.data;
+    p.v = t.v.data;
+    p.o = t.out.data;
+    p.lse = t.lse;
+    for (int i = 0; i < 3; ++i) {
+      p.q_stride[i] = t.q.strides[i];
+      p.k_stride[i] = t.k.strides[i];
+      p.v_stride[i] = t.v.strides[i];
+      p.o_stride[i] = t.out.strides[i];
+    }
+    p.block_table = problem.page_size > 0 ? t.block_table : nullptr;
+    p.table_stride = t.table_stride;
+    p.seq_lens = problem.seq_lens ? t.seq_lens : nullptr;
+    if (d.splits > 1) {
+      p.partial_o = static_cast<float*>(workspace);
+      p.partial_lse2 =
+          reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(problem, d.splits));
+    }
+    p.batch = int(problem.batch);
+    p.heads_kv = int(problem.heads_kv);
+    p.seq_q = int(problem.seq_q);
+    p.seq_k = int(problem.seq_k);
+    p.group = group;
+    p.rows = int(packed_rows(problem));
+    p.num_pages = problem.page_size > 0 ? int(std::min<std::int64_t>(t.k.shape[0], INT32_MAX)) : 0;
+    p.group_div = cujit::make_fast_divisor(unsigned(group));
+    p.page_div = cujit::make_fast_divisor(unsigned(std::max(problem.page_size, 1)));
+    p.split_keys = d.split_keys;
+    p.splits = d.splits;
+    p.scale_log2 = float(double(problem.scale) * 1.4426950408889634);
+    p.causal_offset = problem.causal_offset;
+    step.kernel->launch(step.geometry, p, stream);
+    if (d.splits > 1) {
+      const AttnStep& combine = plan.steps[1];
+      cujit::DecodeCombineParams c{};
+      c.partial_o = p.partial_o;
+      c.partial_lse2 = p.partial_lse2;
+      c.o = t.out.data;
+      c.lse = t.lse;
+      for (int i = 0; i < 3; ++i) c.o_stride[i] = t.out.strides[i];
+      c.batch = p.batch;
+      c.heads_kv = p.heads_kv;
+      c.seq_q = p.seq_q;
+      c.group = group;
+      c.rows = p.rows;
+      c.splits = d.splits;
+      c.group_div = p.group_div;
+      c.rows_div = cujit::make_fast_divisor(unsigned(p.rows));
+      c.heads_kv_div = cujit::make_fast_divisor(unsigned(p.heads_kv));
+      combine.kernel->launch(combine.geometry, c, stream);
+    }
+  }
+
+  static bool runs_on(const Target& target) { return target.cc >= 80; }
+};
+
+}  // namespace
+
+const AttentionFamily& decode_attention_family() {
+  static const DecodeAttentionFamily family;
+  return family;
+}
+
+FamilyRegistration decode_registration() {
+  auto requirements = [](const AttnProblem& problem, const Target& target) {
+    return fmt::format("an sm_80 or newer GPU (this is {}), head dim {} (this is {}), and a KV cache or at most 16 "
+                       "query rows and {} query rows per KV head (this is {} and {})",
+                       target.arch, head_dims_text(cujit::kDecodeHeadDims, " or "), problem.head_dim,
+                       kDecodeMaxDenseRows, problem.seq_q, packed_rows(problem));
+  };
+  return {&decode_attention_family(), "decode", cujit::kDecodeHeadDims, &DecodeAttentionFamily::runs_on,
+          requirements};
+}
+
+}  // namespace jit::detail

@@ -1,0 +1,358 @@
+// Split-KV decode attention for few query rows per sequence (decode,
+// speculative verification, chunked prefill against a cache), sm_80 and newer.
+//
+// One CTA computes BM packed rows (decode_params.h: the query heads of one
+// KV head times the new rows) against one split of one sequence's keys, so
+// each K/V byte is read once per KV head. K/V blocks of BN keys stream
+// through a STAGES-deep cp.async ring, from a contiguous cache or from pages
+// found through the block table (looked up a block ahead). Each warp owns 16
+// rows (BM / 16 warps across the rows) and a share of each block's keys (the
+// other WARPS / (BM / 16) across the keys), with its own online softmax; at
+// the end the key-sharing warps are merged through shared memory, and the CTA
+// writes its output (one split) or its normalized part and log-sum-exp
+// (several, merged by attn_decode_combine).
+#include "attention/common/online_softmax.cuh"
+#include "attention/common/register_tile.cuh"
+#include "attention/common/smem_tile.cuh"
+#include "attention/decode/decode_layout.h"
+#include "attention/decode/decode_params.h"
+#include "attention/head_dims.h"
+
+namespace cujit::decode {
+
+// Dynamic shared memory: decode_layout.h.
+template <int D, int BM, int BN, int STAGES, int WARPS, class T, bool CAUSAL, bool PAGED>
+__global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant__ DecodeParams p) {
+  static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
+  static_assert(kDecodeHeadDims.contains(D), "D is one of kDecodeHeadDims");
+  static_assert(BM % 16 == 0 && BM <= 64, "BM is 16, 32, 48 or 64 packed rows");
+  constexpr int WM = BM / 16;      // warps across the rows
+  static_assert(WARPS % WM == 0, "the warps tile the rows evenly");
+  constexpr int WN = WARPS / WM;   // warps across each block's keys
+  static_assert(BN % (16 * WN) == 0, "each warp takes whole 16-key steps of a block");
+  static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
+
+  constexpr int kThreads = WARPS * 32;
+  constexpr int MT = 1;         // one 16-row m-tile per warp
+  constexpr int KW = BN / WN;  // keys of a block per warp
+  constexpr int NT = KW / 8;
+  constexpr int KT = D / 16;
+  constexpr int DT = D / 8;
+  constexpr int PT = KW / 16;
+  using QTile = SmemTile<BM, D, 2>;
+  using KVTile = SmemTile<BN, D, 2>;
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  static_assert(kThreads % kChunks == 0, "each thread loads one column of chunks");
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  static_assert(BN % kRowsPerPass == 0, "the threads cover a K/V block in whole passes");
+  constexpr int kPasses = BN / kRowsPerPass;
+
+  extern __shared__ __align__(128) unsigned char smem[];
+  const u32 sQ = smem_addr(smem);
+  const u32 sK = sQ + QTile::kBytes;
+  const u32 sV = sK + STAGES * KVTile::kBytes;
+
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  const int warp_m = warp % WM;  // rows warp_m * 16 ...
+  const int warp_n = warp / WM;  // keys warp_n * KW ... of each block
+  const int m_block = int(blockIdx.x / unsigned(p.splits));
+  const int split = int(blockIdx.x) - m_block * p.splits;
+  const int head_kv = blockIdx.y;
+  const int batch = blockIdx.z;
+  const int m0 = m_block * BM;
+
+  // Everything below may read what the previous kernel in the stream wrote
+  // (q, the cache, its table and lengths).
+  grid_dependency_wait();
+  launch_dependent_grids();
+
+  // Lengths past seq_k (which the host checked the table against) are
+  // clamped, so a bad length cannot send a load out of bounds.
+  const int len = min(max(p.seq_lens != nullptr ? p.seq_lens[batch] : p.seq_k, 0), p.seq_k);
+  const int k_begin = split * p.split_keys;
+  const int k_end = min(len, k_begin + p.split_keys);
+  const int n_blocks = k_end > k_begin ? int(unsigned(k_end - k_begin + BN - 1) / unsigned(BN)) : 0;
+  const int offset = p.causal_offset + len - p.seq_k;
+
+  // Q rows: packed row r is position r / group of head head_kv * group + r % group.
+  {
+    constexpr int kTotal = BM * kChunks;
+#pragma unroll
+    for (int it = 0; it < (kTotal + kThreads - 1) / kThreads; ++it) {
+      const int idx = it * kThreads + tid;
+      if (kTotal % kThreads == 0 || idx < kTotal) {
+        const int row = idx / kChunks;
+        const int col = (idx % kChunks) * 8;
+        const int r = m0 + row;
+        const bool valid = r < p.rows;
+        const int pos = int(p.group_div.quotient(unsigned(r)));
+        const int head = head_kv * p.group + (r - pos * p.group);
+        const char* src = static_cast<const char*>(p.q) +
+                          (batch * p.q_stride[0] + head * p.q_stride[1] + pos * p.q_stride[2] + col) * 2;
+        cp_async_cg_16(sQ + QTile::offset(row, col), valid ? src : p.q, valid ? 16 : 0);
+      }
+    }
+    cp_async_commit_group();
+  }
+
+  // This thread loads chunk column my_col of rows my_row + pass * kRowsPerPass
+  // of each block. Paged: the page and the row in it of those keys, for the
+  // block loaded next.
+  const int my_row = tid / kChunks;
+  const int my_col = (tid % kChunks) * 8;
+  const int* table = PAGED ? p.block_table + batch * p.table_stride : nullptr;
+  int page[kPasses], page_row[kPasses];
+  auto find_pages = [&](int block) {
+    if constexpr (PAGED) {
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        // Keys past the sequence read a page it has (their data is masked).
+        const int key = min(k_begin + block * BN + my_row + pass * kRowsPerPass, max(len - 1, 0));
+        const int index = int(p.page_div.quotient(unsigned(key)));
+        page_row[pass] = key - index * int(p.page_div.divisor);
+        page[pass] = min(max(table[index], 0), p.num_pages - 1);
+      }
+    }
+  };
+  const char* k_head = static_cast<const char*>(p.k) + head_kv * p.k_stride[1] * 2;
+  const char* v_head = static_cast<const char*>(p.v) + head_kv * p.v_stride[1] * 2;
+  auto load_kv = [&](int block) {
+    if (block >= n_blocks) return;
+    const u32 stage = u32(block % STAGES) * KVTile::kBytes;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = my_row + pass * kRowsPerPass;
+      const int key = k_begin + block * BN + row;
+      const bool valid = key < k_end;
+      const i64 outer = PAGED ? page[pass] : batch;
+      const i64 inner = PAGED ? page_row[pass] : key;
+      const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * 2;
+      const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * 2;
+      cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
+      cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_src : p.v, valid ? 16 : 0);
+    }
+  };
+
+  // STAGES - 1 blocks in flight ahead of the one in use; every group is
+  // committed even when empty, so the wait counts are constants.
+  find_pages(0);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    load_kv(s);
+    cp_async_commit_group();
+    find_pages(s + 1);
+  }
+  cp_async_wait_group<STAGES - 1>();  // the Q group
+  __syncthreads();
+
+  auto q_frag_addr = [&](int mt, int kt) {
+    return sQ + QTile::offset(warp_m * 16 + mt * 16 + lane % 16, kt * 16 + (lane / 16) * 8);
+  };
+  constexpr bool kQInRegisters = D <= 128;  // else read per block: the registers go to O
+  u32 q_frag[kQInRegisters ? KT : 1][4];
+  if constexpr (kQInRegisters) {
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) ldmatrix_x4(q_frag[kt], q_frag_addr(0, kt));
+  }
+
+  // The first hidden key of each of this thread's rows.
+  int key_limit[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = m0 + warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
+      const int pos = int(p.group_div.quotient(unsigned(row)));
+      key_limit[mt][r] = CAUSAL ? min(k_end, pos + offset + 1) : k_end;
+    }
+  }
+
+  float o[MT][DT][4];
+  zero(o);
+  OnlineSoftmax<MT, NT, DT> softmax(p.scale_log2);
+  const int warp_key0 = warp_n * KW;  // this warp's keys within a block
+
+  for (int block = 0; block < n_blocks; ++block) {
+    cp_async_wait_group<STAGES - 2>();
+    __syncthreads();  // the block has landed for all; all are done with block - 1's stage
+    load_kv(block + STAGES - 1);
+    cp_async_commit_group();
+    find_pages(block + STAGES);
+    const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
+    const u32 v_stage = sV + u32(block % STAGES) * KVTile::kBytes;
+
+    float s[MT][NT][4];
+    zero(s);
+#pragma unroll
+    for (int kt = 0; kt < KT; ++kt) {
+      u32 a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if constexpr (kQInRegisters) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[kt][i];
+        } else {
+          ldmatrix_x4(a[mt], q_frag_addr(mt, kt));
+        }
+      }
+#pragma unroll
+      for (int np = 0; np < NT / 2; ++np) {
+        const int mi = lane / 8;
+        u32 b[4];
+        ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_m16n8k16<T>(s[mt][2 * np], a[mt], b[0], b[1]);
+          mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+    // Keys past the split's end or a row's diagonal: a select per score.
+    const int key0 = k_begin + block * BN + warp_key0;
+    const float neg_inf = -__int_as_float(0x7f800000);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int key = key0 + nt * 8 + 2 * (lane % 4) + e;
+            s[mt][nt][2 * r + e] = key < key_limit[mt][r] ? s[mt][nt][2 * r + e] : neg_inf;
+          }
+    softmax.update(s, o);
+
+#pragma unroll
+    for (int pk = 0; pk < PT; ++pk) {
+      u32 a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) to_operand_a<T>(s, mt, pk, a[mt]);
+#pragma unroll
+      for (int dp = 0; dp < DT / 2; ++dp) {
+        const int mi = lane / 8;
+        u32 b[4];
+        ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, dp * 16 + (mi / 2) * 8));
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_m16n8k16<T>(o[mt][2 * dp], a[mt], b[0], b[1]);
+          mma_m16n8k16<T>(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+  cp_async_wait_group<0>();
+  __syncthreads();  // the ring is free: it becomes the merge buffer
+
+  // Merge the warps that shared the keys: row max m_w (log2 units) and sum
+  // l_w per warp, then each warp's O scaled by exp2(m_w - M) / L, summed in
+  // warp order.
+  constexpr int kRowFloats = decode_merge_row_floats(D);
+  const u32 merge = sQ;
+  const u32 stat_max = merge + u32(WN * BM * kRowFloats * 4);
+  const u32 stat_sum = stat_max + u32(WN * BM * 4);
+  const float neg_inf = -__int_as_float(0x7f800000);
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
+      const float l = softmax.total_sum(mt, r);
+      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * p.scale_log2;
+      if (lane % 4 == 0) {
+        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(stat_max + u32((warp_n * BM + row) * 4)), "f"(m) : "memory");
+        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(stat_sum + u32((warp_n * BM + row) * 4)), "f"(l) : "memory");
+      }
+    }
+  }
+  __syncthreads();
+  auto row_stats = [&](int row, float& max_all, float& sum_all) {
+    float mx = neg_inf;
+#pragma unroll
+    for (int w = 0; w < WN; ++w) {
+      float m;
+      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(stat_max + u32((w * BM + row) * 4)) : "memory");
+      mx = fmaxf(mx, m);
+    }
+    const float safe = mx == neg_inf ? 0.f : mx;
+    float sum = 0.f;
+#pragma unroll
+    for (int w = 0; w < WN; ++w) {
+      float m, l;
+      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(stat_max + u32((w * BM + row) * 4)) : "memory");
+      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(l) : "r"(stat_sum + u32((w * BM + row) * 4)) : "memory");
+      sum += l * ex2_approx(m - safe);
+    }
+    max_all = mx;
+    sum_all = sum;
+  };
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
+      float max_all, sum_all;
+      row_stats(row, max_all, sum_all);
+      const float l = softmax.total_sum(mt, r);
+      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * p.scale_log2;
+      const float factor = ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
+#pragma unroll
+      for (int dt = 0; dt < DT; ++dt) {
+        const u32 addr = merge + u32(((warp_n * BM + row) * kRowFloats + dt * 8 + 2 * (lane % 4)) * 4);
+        st_shared_v2_f32(addr, o[mt][dt][2 * r] * factor, o[mt][dt][2 * r + 1] * factor);
+      }
+    }
+  }
+  __syncthreads();
+
+  // Each thread sums 8 columns of one row over the warps and stores them.
+  constexpr float kLn2 = 0.6931471805599453f;
+  const i64 part_row0 = ((i64(split) * p.batch + batch) * p.heads_kv + head_kv) * p.rows;
+#pragma unroll
+  for (int it = 0; it < (BM * kChunks + kThreads - 1) / kThreads; ++it) {
+    const int idx = it * kThreads + tid;
+    const int row = idx / kChunks;
+    const int col = (idx % kChunks) * 8;
+    const int r = m0 + row;
+    if ((BM * kChunks % kThreads == 0 || idx < BM * kChunks) && r < p.rows) {
+      float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int w = 0; w < WN; ++w) {
+        float x[4], y[4];
+        const u32 addr = merge + u32(((w * BM + row) * kRowFloats + col) * 4);
+        ld_shared_v4_f32(x, addr);
+        ld_shared_v4_f32(y, addr + 16);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          sum[i] += x[i];
+          sum[4 + i] += y[i];
+        }
+      }
+      float max_all, sum_all;
+      row_stats(row, max_all, sum_all);
+      const float lse2 = sum_all == 0.f ? neg_inf : max_all + lg2_approx(sum_all);
+      if (p.splits == 1) {
+        const int pos = int(p.group_div.quotient(unsigned(r)));
+        const int head = head_kv * p.group + (r - pos * p.group);
+        u32 packed[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) packed[i] = cvt_rn_x2<T>(sum[2 * i], sum[2 * i + 1]);
+        char* dst = static_cast<char*>(p.o) +
+                    (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + col) * 2;
+        st_global_v4_b32(dst, packed);
+        if (p.lse != nullptr && col == 0) {
+          p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] = lse2 * kLn2;
+        }
+      } else {
+        float* dst = p.partial_o + (part_row0 + r) * D + col;
+        st_global_v4_f32(dst, {sum[0], sum[1], sum[2], sum[3]});
+        st_global_v4_f32(dst + 4, {sum[4], sum[5], sum[6], sum[7]});
+        if (col == 0) p.partial_lse2[part_row0 + r] = lse2;
+      }
+    }
+  }
+}
+
+}  // namespace cujit::decode

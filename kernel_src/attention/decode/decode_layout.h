@@ -1,0 +1,29 @@
+// Shared memory of the decode kernel, for the kernel and the host's launch
+// and pruning alike. Plain constexpr C++.
+#pragma once
+#include "common/host_device.h"
+
+namespace cujit {
+
+// The cross-warp merge's fp32 rows are padded so that a quad's stores to
+// rows eight apart fall in different banks.
+CUJIT_HOST_DEVICE constexpr int decode_merge_row_floats(int d) { return d + 4; }
+
+// While the keys stream: Q (BM, D) and the K and V rings, 16-bit elements.
+CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int stages) {
+  return (bm + 2 * stages * bn) * d * 2;
+}
+
+// Afterwards, from the start: the merge rows (WN, BM, D + 4) fp32 and the row
+// max and sum of each of the WN = WARPS / (BM / 16) warps that share a row.
+CUJIT_HOST_DEVICE constexpr int decode_merge_bytes(int d, int bm, int warps) {
+  return warps / (bm / 16) * bm * (decode_merge_row_floats(d) + 2) * 4;
+}
+
+CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps) {
+  const int stream = decode_stream_bytes(d, bm, bn, stages);
+  const int merge = decode_merge_bytes(d, bm, warps);
+  return stream > merge ? stream : merge;
+}
+
+}  // namespace cujit

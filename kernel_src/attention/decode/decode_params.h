@@ -1,0 +1,63 @@
+// Parameters of the split-KV decode kernel and its combine pass: plain data
+// shared by the host (which fills them) and device code. No includes beyond
+// the fast divisor, so NVRTC and the host compiler both accept it.
+#pragma once
+#include "common/fast_divisor.h"
+
+namespace cujit {
+
+// Query rows are packed per KV head: the `group` query heads that share one
+// K/V head and the seq_q new rows of a sequence form rows = group * seq_q
+// "packed rows", row r being query position r / group of head
+// head_kv * group + r % group. So each K/V byte is read once per KV head.
+struct DecodeParams {
+  const void* q;  // [B, Hq, Sq, D] through q_stride
+  const void* k;  // contiguous: [B, Hkv, S_cap, D]; paged: [num_pages, Hkv, page_size, D]
+  const void* v;
+  void* o;                // [B, Hq, Sq, D]
+  float* lse;             // [B, Hq, Sq] contiguous, natural log, or null
+  long long q_stride[3];  // elements: batch, head, row
+  long long k_stride[3];  // contiguous: batch, head, row; paged: page, head, row in the page
+  long long v_stride[3];
+  long long o_stride[3];
+  const int* block_table;  // paged: row b at block_table + b * table_stride
+  long long table_stride;
+  const int* seq_lens;  // [B] key counts, or null (every sequence has seq_k)
+  // With splits > 1 each CTA writes its part, normalized, here, and the
+  // combine pass merges them: [splits, B, Hkv, rows, D] and [splits, B, Hkv, rows]
+  // (log2 of the part's sum of exp2, max included).
+  float* partial_o;
+  float* partial_lse2;
+  int batch;
+  int heads_kv;
+  int seq_q;
+  int seq_k;  // the longest sequence (lengths are clamped to it)
+  int group;
+  int rows;      // group * seq_q
+  int num_pages;  // pool size: page ids are clamped below it
+  FastDivisor group_div;  // by group
+  FastDivisor page_div;   // by page_size (paged only)
+  int split_keys;  // keys per split, a multiple of the kernel's BN
+  int splits;
+  float scale_log2;   // softmax scale * log2(e)
+  int causal_offset;  // causal: key j visible to row i iff j <= i + causal_offset + (L - seq_k)
+};
+
+struct DecodeCombineParams {
+  const float* partial_o;
+  const float* partial_lse2;
+  void* o;
+  float* lse;
+  long long o_stride[3];
+  int batch;
+  int heads_kv;
+  int seq_q;
+  int group;
+  int rows;
+  int splits;
+  FastDivisor group_div;
+  FastDivisor rows_div;
+  FastDivisor heads_kv_div;
+};
+
+}  // namespace cujit
