@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "jit/attention/family_registry.h"
+#include "jit/attention/kv_contents_check.h"
 #include "jit/attention/kv_validation.h"
 #include "jit/attention/shape_key.h"
 #include "jit/attention/stream_workspace.h"
@@ -16,6 +17,7 @@
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/knobs.h"
 
 namespace jit {
 
@@ -163,6 +165,7 @@ void KvAttentionPlan::run(const TensorView& q, const KvCache& cache, const Tenso
   detail::check_kv_run(impl.problem, q, cache, out, run, impl.plan.workspace_bytes);
   if (impl.problem.empty()) return;
   check_run_device(impl, q, cache, out, run);
+  if (detail::knobs().check) detail::check_kv_contents(impl.problem, cache, run.stream);
   impl.launch(q, cache, out, run, run.workspace != nullptr ? run.workspace : impl.workspace.data());
 }
 
@@ -184,6 +187,7 @@ void attention_with_kvcache(const TensorView& q, const KvCache& cache, const Ten
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, cache.k, cache.v, out, run.lse, device);
+  if (detail::knobs().check) detail::check_kv_contents(problem, cache, run.stream);
   // The plans of the exact problems seen on each context, kept for the
   // process (bounded, as the dense path's are).
   constexpr std::size_t kMaxPlans = 1024;

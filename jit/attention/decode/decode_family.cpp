@@ -43,14 +43,12 @@ int block_m_for(std::int64_t packed_rows) {
 std::int64_t packed_rows(const AttnProblem& p) { return p.heads_q / std::max<std::int64_t>(p.heads_kv, 1) * p.seq_q; }
 
 // Registers per thread: the fp32 O (D / 2) and scores (keys per warp / 2), Q's
-// fragments when they stay in registers (D <= 128), the page of each row a
-// thread loads, and about 96 for addresses and the softmax (ptxas reports).
+// fragments when they stay in registers (D <= 128), and about 96 for
+// addresses and the softmax (ptxas reports).
 int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
   const int key_warps = c.warps / (s.block_m / 16);
   const int keys_per_warp = c.bn / key_warps;
-  const int passes = c.bn * s.head_dim / (256 * c.warps);
-  return s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0) + (s.paged ? 2 * passes : 0) +
-         96;
+  return s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0) + 96;
 }
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
@@ -120,7 +118,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     const int rows_per_pass = c.warps * 32 / (s.head_dim / 8);
     if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
-    if (const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps);
+    if (const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged);
         smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
@@ -177,7 +175,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const std::int64_t m_blocks = (rows + s.block_m - 1) / s.block_m;
     const std::int64_t ctas = problem.batch * problem.heads_kv * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
-    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps);
+    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged);
     std::int64_t splits = problem.num_splits;
     if (splits == 0) {
       // Enough CTAs for every SM's slots, while each split keeps at least two

@@ -98,21 +98,25 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   }
 
   // This thread loads chunk column my_col of rows my_row + pass * kRowsPerPass
-  // of each block. Paged: the page and the row in it of those keys, for the
-  // block loaded next.
+  // of each block. Paged: the page and the row in it of each key of a block
+  // are looked up STAGES blocks ahead, into a shared slot per stage (the slot
+  // of the block whose loads were issued longest ago).
   const int my_row = tid / kChunks;
   const int my_col = (tid % kChunks) * 8;
-  const int* table = PAGED ? p.block_table + batch * p.table_stride : nullptr;
-  int page[kPasses], page_row[kPasses];
+  const u32 sPages = sV + STAGES * KVTile::kBytes;  // [STAGES][BN] (page, row) pairs
   auto find_pages = [&](int block) {
     if constexpr (PAGED) {
-#pragma unroll
-      for (int pass = 0; pass < kPasses; ++pass) {
-        // Keys past the sequence read a page it has (their data is masked).
-        const int key = min(k_begin + block * BN + my_row + pass * kRowsPerPass, max(len - 1, 0));
+      const int* table = p.block_table + batch * p.table_stride;
+      const u32 slot = sPages + u32(block % STAGES) * BN * 8;
+      for (int row = tid; row < BN; row += kThreads) {
+        // Keys past the sequence read a page it has (their data is masked);
+        // page ids are clamped to the pool.
+        const int key = min(k_begin + block * BN + row, max(len - 1, 0));
         const int index = int(p.page_div.quotient(unsigned(key)));
-        page_row[pass] = key - index * int(p.page_div.divisor);
-        page[pass] = min(max(table[index], 0), p.num_pages - 1);
+        const int page = max(min(table[index], p.num_pages - 1), 0);
+        asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(slot + u32(row * 8)), "r"(page),
+                     "r"(key - index * int(p.page_div.divisor))
+                     : "memory");
       }
     }
   };
@@ -126,8 +130,16 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
       const int row = my_row + pass * kRowsPerPass;
       const int key = k_begin + block * BN + row;
       const bool valid = key < k_end;
-      const i64 outer = PAGED ? page[pass] : batch;
-      const i64 inner = PAGED ? page_row[pass] : key;
+      i64 outer = batch, inner = key;
+      if constexpr (PAGED) {
+        int page, page_row;
+        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
+                     : "=r"(page), "=r"(page_row)
+                     : "r"(sPages + u32((block % STAGES) * BN + row) * 8)
+                     : "memory");
+        outer = page;
+        inner = page_row;
+      }
       const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * 2;
       const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * 2;
       cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
@@ -137,12 +149,13 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
 
   // STAGES - 1 blocks in flight ahead of the one in use; every group is
   // committed even when empty, so the wait counts are constants.
-  find_pages(0);
+#pragma unroll
+  for (int s = 0; s < STAGES; ++s) find_pages(s);
+  if constexpr (PAGED) __syncthreads();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     load_kv(s);
     cp_async_commit_group();
-    find_pages(s + 1);
   }
   cp_async_wait_group<STAGES - 1>();  // the Q group
   __syncthreads();
@@ -177,9 +190,9 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   for (int block = 0; block < n_blocks; ++block) {
     cp_async_wait_group<STAGES - 2>();
     __syncthreads();  // the block has landed for all; all are done with block - 1's stage
-    load_kv(block + STAGES - 1);
+    load_kv(block + STAGES - 1);  // its pages were found before the barrier
     cp_async_commit_group();
-    find_pages(block + STAGES);
+    find_pages(block + STAGES);   // into the slot of block, issued long ago
     const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
     const u32 v_stage = sV + u32(block % STAGES) * KVTile::kBytes;
 

@@ -60,4 +60,19 @@ struct DecodeCombineParams {
   FastDivisor heads_kv_div;
 };
 
+// CUJIT_CHECK=1's check of a cache's device-side contents (check_kv.cu).
+struct CheckKvParams {
+  const int* seq_lens;     // [batch] or null
+  const int* block_table;  // paged: [batch, table_stride], or null
+  long long table_stride;
+  int batch;
+  int pages_per_seq;  // table entries a sequence may use
+  int page_size;
+  int max_seq_k;
+  int num_pages;
+  // Out: the smallest bad index, batch * (pages_per_seq + 1) + slot, where
+  // slot pages_per_seq stands for the sequence's length. Starts at INT_MAX.
+  int* first_bad;
+};
+
 }  // namespace cujit

@@ -1,0 +1,36 @@
+// A kernel family with one config and no tuning: the helper kernels of a
+// plan (a combine pass, a check), compiled and cached like any variant.
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "jit/attention/attention_family.h"
+
+namespace jit::detail {
+
+class FixedKernelFamily final : public KernelFamily {
+ public:
+  // `entry`: the source under kernel_src/; `variant` and `expression` give the
+  // variant name and the instantiated C++ name for a spec.
+  FixedKernelFamily(std::string name, std::string entry, std::function<std::string(const Json&)> variant,
+                    std::function<std::string(const Json&)> expression)
+      : name_(std::move(name)), entry_(std::move(entry)), variant_(std::move(variant)),
+        expression_(std::move(expression)) {}
+
+  std::string name() const override { return name_; }
+  const KernelSources& sources() const override { return attention_sources(entry_); }
+  std::vector<Json> config_space(const Json&) const override { return {Json::object()}; }
+  std::optional<std::string> why_pruned(const Json&, const Json&, const Target&) const override {
+    return std::nullopt;
+  }
+  Json default_config(const Json&, const Target&) const override { return Json::object(); }
+  std::string variant_name(const Json& spec, const Json&) const override { return variant_(spec); }
+  std::string name_expression(const Json& spec, const Json&) const override { return expression_(spec); }
+
+ private:
+  std::string name_, entry_;
+  std::function<std::string(const Json&)> variant_, expression_;
+};
+
+}  // namespace jit::detail

@@ -1,0 +1,82 @@
+#include "jit/attention/kv_contents_check.h"
+
+#include <cuda.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+
+#include "jit/attention/fixed_kernel_family.h"
+#include "jit/driver.h"
+#include "jit/error.h"
+#include "jit/log.h"
+#include "kernel_src/attention/decode/decode_params.h"
+
+namespace jit::detail {
+namespace {
+
+const KernelFamily& check_family() {
+  static const FixedKernelFamily family(
+      "check_kv", "attention/decode/check_kv.cu", [](const Json&) { return std::string("check_kv"); },
+      [](const Json&) { return std::string("cujit::decode::check_kv"); });
+  return family;
+}
+
+std::int32_t read_int(const void* device_address) {
+  std::int32_t value = 0;
+  CUJIT_CU_CHECK(driver().cuMemcpyDtoH(&value, reinterpret_cast<CUdeviceptr>(device_address), sizeof value));
+  return value;
+}
+
+}  // namespace
+
+void check_kv_contents(const AttnProblem& problem, const KvCache& cache, Stream stream) {
+  if (stream_is_capturing(reinterpret_cast<CUstream>(stream))) {
+    log_info("CUJIT_CHECK: the KV cache's contents are not checked inside a graph capture");
+    return;
+  }
+  const bool paged = problem.page_size > 0;
+  const std::int64_t pages_per_seq = paged ? cache.pages_per_seq : 0;
+  const std::int64_t table_stride = cache.block_table_stride != 0 ? cache.block_table_stride : cache.pages_per_seq;
+  const std::int64_t slots = problem.batch * (pages_per_seq + 1);
+  if (slots >= INT_MAX) {
+    log_info("CUJIT_CHECK: {} table entries are too many to check", slots);
+    return;
+  }
+  DeviceBuffer first_bad(sizeof(std::int32_t));
+  const std::int32_t none = INT_MAX;
+  first_bad.upload(&none, sizeof none);
+  cujit::CheckKvParams p{};
+  p.seq_lens = problem.seq_lens ? cache.seq_lens : nullptr;
+  p.block_table = paged ? cache.block_table : nullptr;
+  p.table_stride = table_stride;
+  p.batch = int(problem.batch);
+  p.pages_per_seq = int(pages_per_seq);
+  p.page_size = std::max(problem.page_size, 1);
+  p.max_seq_k = int(problem.seq_k);
+  p.num_pages = paged ? int(std::min<std::int64_t>(cache.k.shape[0], INT_MAX)) : 0;
+  p.first_bad = static_cast<int*>(first_bad.data());
+  LaunchGeometry g;
+  g.block = {256, 1, 1};
+  g.grid = {unsigned((slots + 255) / 256), 1, 1};
+  get_kernel(check_family(), Json::object(), Json::object()).launch(g, p, stream);
+  CUJIT_CU_CHECK(driver().cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));
+  std::int32_t bad = 0;
+  first_bad.download(&bad, sizeof bad);
+  if (bad == INT_MAX) return;
+  const std::int64_t b = bad / (pages_per_seq + 1), slot = bad % (pages_per_seq + 1);
+  if (slot == pages_per_seq) {
+    const std::int32_t len = read_int(cache.seq_lens + b);
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("CUJIT_CHECK: cache.seq_lens[{}] = {} is not a length from 0 to max_seq_k ({})", b, len,
+                            problem.seq_k));
+  }
+  const std::int32_t page = read_int(cache.block_table + b * table_stride + slot);
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("CUJIT_CHECK: cache.block_table[{}][{}] = {} is not a page of the pool (0 to {}), and "
+                          "sequence {} reads it",
+                          b, slot, page, cache.k.shape[0] - 1, b));
+}
+
+}  // namespace jit::detail
