@@ -131,8 +131,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   DecodeConfig typed_default_config(const AttnSpec& s, const Target& target) const override {
     // 64-key blocks, three deep: 64 KiB of K/V in flight per CTA at D = 128.
-    for (const DecodeConfig c : {DecodeConfig{64, 3, 4}, DecodeConfig{64, 2, 4}, DecodeConfig{32, 2, 4},
-                                 DecodeConfig{64, 2, 8}, DecodeConfig{32, 2, 8}}) {
+    // Smaller rings where shared memory is short (D = 256 on sm_89).
+    for (const DecodeConfig c : {DecodeConfig{64, 3, 4}, DecodeConfig{64, 2, 4}, DecodeConfig{32, 3, 2},
+                                 DecodeConfig{32, 2, 2}, DecodeConfig{32, 2, 4}, DecodeConfig{64, 2, 8},
+                                 DecodeConfig{32, 2, 8}}) {
       if (!typed_why_pruned(s, c, target)) return c;
     }
     throw Error(ErrorCode::Unsupported,
