@@ -1,0 +1,36 @@
+// Step 1 of the KV-cache call path (jit/serving.h): the problem a plan is made
+// for, each run's arguments checked against it, and the shape that
+// attention_with_kvcache reads off its arguments. Plain data, no GPU.
+#pragma once
+#include <cstddef>
+
+#include "jit/attention/attention_problem.h"
+#include "jit/serving.h"
+
+namespace jit::detail {
+
+// The problem a KV-cache plan is made for: seq_k is max_seq_k, the causal
+// mask is bottom-right (causal_offset = max_seq_k - seq_q; each sequence's
+// own length shifts it on the device). Throws Error(InvalidArgument) naming
+// the field and what to change.
+AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOptions& options);
+
+// One run's arguments against the plan's problem: q and out [B, Hq, Sq, D],
+// the cache (contiguous or paged, as the plan was made), the LSE and the
+// workspace (checked only when the plan needs one: workspace_bytes > 0).
+// Throws Error(InvalidArgument) naming the argument (q, out, cache.k, cache.v,
+// cache.block_table, cache.pages_per_seq, cache.block_table_stride,
+// cache.seq_lens, run.lse, run.workspace). Contents on the device (page ids,
+// lengths) are not read.
+void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache& cache, const TensorView& out,
+                  const KvRunOptions& run, std::size_t workspace_bytes);
+
+// What attention_with_kvcache plans for: B, Hq, Sq, D and the dtype from q,
+// Hkv from cache.k; paged (block_table set): page_size = cache.k.shape[2] and
+// max_seq_k = pages_per_seq * page_size; contiguous: page_size 0 and
+// max_seq_k = cache.k.shape[2]. Throws Error(InvalidArgument) when
+// pages_per_seq is negative or its key count overflows, or a paged pool has
+// pages of 0 keys.
+KvAttentionShape kv_shape_of(const TensorView& q, const KvCache& cache);
+
+}  // namespace jit::detail
