@@ -21,6 +21,7 @@
 #include "jit/cujit.h"
 #include "jit/timing.h"
 #include "jit/warmup.h"
+#include "tools/launch_floor.h"
 #include "tools/tool_message.h"
 
 namespace {
@@ -66,38 +67,6 @@ BenchTensors bench_tensors(const jit::AttentionShape& s) {
 // the launch itself (argument checks, finding the kernel and config, building
 // the parameters).
 
-// An empty kernel whose only parameter is a by-value struct of BYTES bytes
-// aligned to ALIGN, as the attention kernels take theirs: launching it costs
-// what any launch with such a parameter costs, and nothing more.
-constexpr const char* kEmptyKernelSource = R"(
-template <int BYTES, int ALIGN>
-struct alignas(ALIGN) BenchParams { unsigned char bytes[BYTES]; };
-
-template <int BYTES, int ALIGN>
-__global__ void bench_empty(const __grid_constant__ BenchParams<BYTES, ALIGN> p) {}
-)";
-
-// Spec: {"bytes": N, "align": A}; one config.
-class EmptyKernelFamily final : public jit::KernelFamily {
- public:
-  std::string name() const override { return "bench_empty"; }
-  const jit::KernelSources& sources() const override {
-    static const jit::KernelSources sources{"bench_empty.cu", {{"bench_empty.cu", kEmptyKernelSource}}};
-    return sources;
-  }
-  std::vector<jit::Json> config_space(const jit::Json&) const override { return {jit::Json::object()}; }
-  std::optional<std::string> why_pruned(const jit::Json&, const jit::Json&, const jit::Target&) const override {
-    return std::nullopt;
-  }
-  jit::Json default_config(const jit::Json&, const jit::Target&) const override { return jit::Json::object(); }
-  std::string variant_name(const jit::Json& spec, const jit::Json&) const override {
-    return fmt::format("bench_empty_{}b_align{}", spec.at("bytes").get<int>(), spec.at("align").get<int>());
-  }
-  std::string name_expression(const jit::Json& spec, const jit::Json&) const override {
-    return fmt::format("bench_empty<{}, {}>", spec.at("bytes").get<int>(), spec.at("align").get<int>());
-  }
-};
-
 // Host microseconds per call of `call`: kBatches batches of kCalls calls, each
 // batch timed on the host with nothing synchronizing inside it (the GPU runs
 // behind; 100 pending launches are far fewer than the driver queues before a
@@ -121,30 +90,15 @@ double host_us_per_call(Call&& call, jit::Stream stream) {
   return per_call[kBatches / 2];
 }
 
-// The empty kernel taking a parameter struct shaped as `launch`'s (its size
-// and alignment), compiled (or read from the cache) and loaded by the caller,
-// outside any timing. Kernel::launch checks that the kernel's parameter has
-// that many bytes.
-const jit::Kernel& empty_kernel(const jit::AttentionLaunch& launch) {
-  static const EmptyKernelFamily family;
-  const jit::Json spec = {{"bytes", launch.params_bytes}, {"align", launch.params_align}};
-  return jit::get_kernel(family, spec, family.default_config(spec, jit::current_target()));
-}
-
-// Zero bytes for the empty kernel's parameter.
-std::vector<unsigned char> empty_params(const jit::AttentionLaunch& launch) {
-  return std::vector<unsigned char>(launch.params_bytes, 0);
-}
-
 // The bare launch for kernels whose parameter struct is `launch`'s: grid of
 // one block per SM (as the persistent sm90 kernel), 128 threads, no shared
 // memory.
 double bare_launch_us(const jit::AttentionLaunch& launch, jit::Stream stream) {
-  const jit::Kernel& kernel = empty_kernel(launch);
+  const jit::Kernel& kernel = launch_floor::empty_kernel(launch.params_bytes, launch.params_align);
   jit::LaunchGeometry geometry;
   geometry.grid = {unsigned(std::max(1, jit::current_target().sm_count)), 1, 1};
   geometry.block = {128, 1, 1};
-  const std::vector<unsigned char> params = empty_params(launch);
+  const std::vector<unsigned char> params(launch.params_bytes, 0);
   return host_us_per_call([&] { kernel.launch(geometry, params.data(), params.size(), stream); }, stream);
 }
 
@@ -207,25 +161,10 @@ int run_host_overhead(const std::string& csv_path) {
 // and dynamic shared memory. The empty kernels are the floor of the method
 // (event, launch, event); the rest is the kernel's own work and its loads.
 
-// Small shapes' timing: many short repetitions, with or without the 256 MiB
-// scrub before each (as the grid and the peer benchmark time).
-jit::TimingOptions latency_timing(bool scrub_l2) {
-  jit::TimingOptions timing;
-  timing.warmup = 5;
-  timing.min_reps = 50;
-  timing.max_reps = 200;
-  timing.target_ms = 20;
-  timing.flush_l2 = scrub_l2;
-  return timing;
-}
-
 // The empty kernel with `launch`'s parameter struct, launched with `geometry`.
 double empty_kernel_us(const jit::AttentionLaunch& launch, const jit::LaunchGeometry& geometry,
                        const jit::TimingOptions& timing) {
-  const jit::Kernel& kernel = empty_kernel(launch);
-  const std::vector<unsigned char> params = empty_params(launch);
-  return jit::time_on_stream([&] { kernel.launch(geometry, params.data(), params.size(), nullptr); }, nullptr, timing)
-      .median_us;
+  return launch_floor::empty_kernel_us(launch.params_bytes, launch.params_align, geometry, timing);
 }
 
 int run_latency(const std::string& csv_path) {
@@ -243,7 +182,7 @@ int run_latency(const std::string& csv_path) {
     csv.open(csv_path);
     csv << "B,H,S,D,scrubbed_us,warm_l2_us,empty_one_cta_us,empty_same_launch_us,grid,block,smem_bytes,variant\n";
   }
-  const jit::TimingOptions scrubbed = latency_timing(true), warm = latency_timing(false);
+  const jit::TimingOptions scrubbed = launch_floor::latency_timing(true), warm = launch_floor::latency_timing(false);
   for (const jit::AttentionShape& s : shapes) {
     const BenchTensors tensors = bench_tensors(s);
     const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
@@ -257,10 +196,7 @@ int run_latency(const std::string& csv_path) {
     // The launch the call made: its family's plan for this problem and config.
     const jit::AttentionLaunch made = jit::attention_launches(q, k, v, out, options, plan.config).front();
     const jit::LaunchGeometry& geometry = made.geometry;
-    jit::LaunchGeometry one_cta;
-    one_cta.grid = {1, 1, 1};
-    one_cta.block = {128, 1, 1};
-    const double one_us = empty_kernel_us(made, one_cta, scrubbed);
+    const double one_us = empty_kernel_us(made, launch_floor::one_cta(), scrubbed);
     const double same_us = empty_kernel_us(made, geometry, scrubbed);
     const std::string launch = fmt::format("{}x{}x{} x {}, {}", geometry.grid.x, geometry.grid.y, geometry.grid.z,
                                            geometry.block.x, geometry.smem_bytes);
@@ -293,7 +229,7 @@ int run_latency_configs(const std::string& csv_path) {
     csv.open(csv_path);
     csv << "B,H,S,D,scrubbed_us,warm_l2_us,variant\n";
   }
-  const jit::TimingOptions scrubbed = latency_timing(true), warm = latency_timing(false);
+  const jit::TimingOptions scrubbed = launch_floor::latency_timing(true), warm = launch_floor::latency_timing(false);
   for (const jit::AttentionShape& s : shapes) {
     const BenchTensors tensors = bench_tensors(s);
     const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;

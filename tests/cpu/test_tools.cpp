@@ -99,6 +99,7 @@ fs::path untrusted_cache(const TempDir& dir) {
 const std::string kWarmup = CUJIT_WARMUP_PATH;
 const std::string kCache = CUJIT_CACHE_TOOL_PATH;
 const std::string kDemo = CUJIT_DEMO_PATH;
+const std::string kServingBench = CUJIT_SERVING_BENCH_PATH;
 const std::string kShape = "1,16,1024,64,fp16,0";
 
 }  // namespace
@@ -276,4 +277,57 @@ TEST(CujitDemoTool, HeadDim256OnSm89SuggestsArch) {
   const ToolRun comma = run(kDemo, {"--arch", ","});
   EXPECT_EQ(comma.status, 2);
   EXPECT_TRUE(contains(comma.err, "names no arch")) << comma.err;
+}
+
+// --- cujit-serving-bench ---------------------------------------------------------
+
+TEST(CujitServingBenchTool, HelpNamesItsFlagsAndWhatItMeasures) {
+  const ToolRun r = run(kServingBench, {"--help"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* part : {"--quick", "--csv", "--pdl", "copy rate", "paged", "CUDA graph", "PDL", "bar"}) {
+    EXPECT_TRUE(contains(r.out, part)) << part << " is not in the help: " << r.out;
+  }
+}
+
+TEST(CujitServingBenchTool, PdlIsZeroOrOne) {
+  for (const char* value : {"2", "on", "-1"}) {
+    SCOPED_TRACE(value);
+    const ToolRun r = run(kServingBench, {"--pdl", value});
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.status, 1) << "a usage error ran the benchmark: " << r.err;
+    EXPECT_TRUE(contains(r.err, "--pdl")) << r.err;
+  }
+}
+
+TEST(CujitServingBenchTool, UnknownOptionIsNamed) {
+  const ToolRun r = run(kServingBench, {"--paged-only"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "--paged-only")) << r.err;
+}
+
+// Checked before any timing, so a long run never ends without its CSV.
+TEST(CujitServingBenchTool, UnwritableCsvIsNamedBeforeAnythingRuns) {
+  TempDir dir;
+  const std::string csv = (dir.path() / "no-such-dir" / "serving.csv").string();
+  const ToolRun r = run(kServingBench, {"--csv", csv});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "cujit-serving-bench: invalid argument: --csv: cannot write " + csv)) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+// CUDA_VISIBLE_DEVICES=-1 hides every GPU, so this holds on GPU machines too.
+TEST(CujitServingBenchTool, WithoutAGpuItStopsWithTheNoDeviceError) {
+  TempDir dir;
+  const std::string csv = (dir.path() / "serving.csv").string();
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--csv", csv, "--quick"},
+                                               std::vector<std::string>{"--csv", csv, "--pdl", "0"}}) {
+    SCOPED_TRACE(args[2]);
+    const ToolRun r = run(kServingBench, args, {{"CUDA_VISIBLE_DEVICES", "-1"}});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, "cujit-serving-bench: no device: ")) << r.err;
+    EXPECT_FALSE(contains(r.err, "cujit: ")) << r.err;
+    EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+    EXPECT_TRUE(r.out.empty()) << "something was measured: " << r.out;
+  }
 }

@@ -1,0 +1,101 @@
+// Decode inputs and caches on the device (kv_cache_buffers.h).
+#include "tools/kv_cache_buffers.h"
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "tools/cuda_runtime_check.h"
+#include "tools/shuffled_block_table.h"
+
+namespace serving_bench {
+namespace {
+
+// The random pattern made on the host and repeated over a buffer: the
+// values only need to be finite and varied; more would only slow the run.
+constexpr std::size_t kPatternBytes = std::size_t(8) << 20;
+
+jit::DeviceBuffer random_buffer(std::size_t bytes, jit::DType dtype, std::uint64_t seed) {
+  jit::DeviceBuffer buffer(bytes);
+  fill_random(buffer, dtype, seed);
+  return buffer;
+}
+
+jit::DeviceBuffer upload_ints(const std::vector<std::int32_t>& values) {
+  jit::DeviceBuffer buffer(values.size() * sizeof(std::int32_t));
+  buffer.upload(values.data(), buffer.size());
+  return buffer;
+}
+
+}  // namespace
+
+void fill_random(jit::DeviceBuffer& buffer, jit::DType dtype, std::uint64_t seed) {
+  const std::size_t bytes = buffer.size();
+  const std::size_t pattern_bytes = std::min(bytes, kPatternBytes) / 2 * 2;
+  std::vector<std::uint16_t> pattern(pattern_bytes / 2);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (std::uint16_t& bits : pattern) bits = jit::float_to_bits(uniform(rng), dtype);
+  buffer.upload(pattern.data(), pattern_bytes);
+  // Double the filled prefix until the buffer is full.
+  auto* base = static_cast<char*>(buffer.data());
+  for (std::size_t filled = pattern_bytes; filled < bytes;) {
+    const std::size_t n = std::min(filled, bytes - filled);
+    SERVING_CUDA_CHECK(cudaMemcpy(base + filled, base, n, cudaMemcpyDeviceToDevice));
+    filled += n;
+  }
+}
+
+DecodeInputs decode_inputs(const DecodeShape& s) {
+  DecodeInputs in;
+  const std::size_t q_bytes = std::size_t(s.batch * s.heads_q * s.head_dim) * jit::element_size(s.dtype);
+  in.q_buffer = random_buffer(q_bytes, s.dtype, 1);
+  in.out_buffer = jit::DeviceBuffer(q_bytes);
+  in.q = jit::TensorView::bhsd(in.q_buffer.data(), s.dtype, s.batch, s.heads_q, 1, s.head_dim);
+  in.out = jit::TensorView::bhsd(in.out_buffer.data(), s.dtype, s.batch, s.heads_q, 1, s.head_dim);
+  in.seq_lens = upload_ints(std::vector<std::int32_t>(std::size_t(s.batch), std::int32_t(s.seq_k)));
+  return in;
+}
+
+ContiguousCache contiguous_cache(const DecodeShape& s, const DecodeInputs& inputs) {
+  ContiguousCache c;
+  const std::size_t bytes = std::size_t(kv_bytes(s) / 2);
+  c.k = random_buffer(bytes, s.dtype, 2);
+  c.v = random_buffer(bytes, s.dtype, 3);
+  c.cache.k = jit::TensorView::bshd(c.k.data(), s.dtype, s.batch, s.seq_k, s.heads_kv, s.head_dim);
+  c.cache.v = jit::TensorView::bshd(c.v.data(), s.dtype, s.batch, s.seq_k, s.heads_kv, s.head_dim);
+  c.cache.seq_lens = static_cast<const std::int32_t*>(inputs.seq_lens.data());
+  return c;
+}
+
+PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs) {
+  PagedCache p;
+  const std::int64_t pages_per_seq = (s.seq_k + page_size - 1) / page_size;
+  const std::int64_t num_pages = s.batch * pages_per_seq;
+  const std::size_t bytes = std::size_t(num_pages * page_size * s.heads_kv * s.head_dim) * jit::element_size(s.dtype);
+  p.k = random_buffer(bytes, s.dtype, 4);
+  p.v = random_buffer(bytes, s.dtype, 5);
+  p.block_table = upload_ints(shuffled_block_table(s.batch, pages_per_seq, 6));
+  p.cache.k = jit::TensorView::bshd(p.k.data(), s.dtype, num_pages, page_size, s.heads_kv, s.head_dim);
+  p.cache.v = jit::TensorView::bshd(p.v.data(), s.dtype, num_pages, page_size, s.heads_kv, s.head_dim);
+  p.cache.block_table = static_cast<const std::int32_t*>(p.block_table.data());
+  p.cache.pages_per_seq = pages_per_seq;
+  p.cache.seq_lens = static_cast<const std::int32_t*>(inputs.seq_lens.data());
+  return p;
+}
+
+jit::KvAttentionShape kv_attention_shape(const DecodeShape& s, std::int64_t page_size) {
+  jit::KvAttentionShape shape;
+  shape.batch = s.batch;
+  shape.heads_q = s.heads_q;
+  shape.heads_kv = s.heads_kv;
+  shape.head_dim = s.head_dim;
+  shape.dtype = s.dtype;
+  shape.seq_q = 1;
+  shape.max_seq_k = s.seq_k;
+  shape.page_size = page_size;
+  shape.per_sequence_lengths = true;
+  return shape;
+}
+
+}  // namespace serving_bench

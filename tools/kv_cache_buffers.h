@@ -1,0 +1,43 @@
+// Device memory for one decode shape: q, out and per-sequence lengths, and
+// its keys and values as a contiguous cache or as a shuffled page pool, in
+// the [.., S, Hkv, D] layout serving engines keep (FlashAttention's and
+// vLLM's), so the paged and contiguous rows read the same rows of bytes.
+#pragma once
+#include <cstdint>
+
+#include "jit/serving.h"
+#include "jit/tensor.h"
+#include "tools/serving_shapes.h"
+
+namespace serving_bench {
+
+/// Uniform random values in [-1, 1): a few MiB made on the host from `seed`,
+/// repeated over the buffer on the device.
+void fill_random(jit::DeviceBuffer& buffer, jit::DType dtype, std::uint64_t seed);
+
+/// q and out [B, Hq, 1, D], and seq_lens [B] = Sk on the device.
+struct DecodeInputs {
+  jit::DeviceBuffer q_buffer, out_buffer, seq_lens;
+  jit::TensorView q, out;
+};
+DecodeInputs decode_inputs(const DecodeShape& shape);
+
+/// K and V [B, Sk, Hkv, D], each sequence full (seq_lens = Sk).
+struct ContiguousCache {
+  jit::DeviceBuffer k, v;
+  jit::KvCache cache;
+};
+ContiguousCache contiguous_cache(const DecodeShape& shape, const DecodeInputs& inputs);
+
+/// K and V pools [B * Sk / page_size, page_size, Hkv, D] and a block table
+/// that spreads each sequence's pages over the pool at random.
+struct PagedCache {
+  jit::DeviceBuffer k, v, block_table;
+  jit::KvCache cache;
+};
+PagedCache paged_cache(const DecodeShape& shape, std::int64_t page_size, const DecodeInputs& inputs);
+
+/// The plan's shape: Sq = 1, every length given, `page_size` 0 for contiguous.
+jit::KvAttentionShape kv_attention_shape(const DecodeShape& shape, std::int64_t page_size);
+
+}  // namespace serving_bench

@@ -1,0 +1,64 @@
+// The decode shapes cujit-serving-bench times (issue 19's table and its
+// performance bar, plus common serving shapes), and what a row's bar counts.
+#pragma once
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "jit/tensor.h"
+
+namespace serving_bench {
+
+struct DecodeShape {
+  std::int64_t batch, heads_q, heads_kv, seq_k, head_dim;
+  jit::DType dtype;
+  bool operator==(const DecodeShape&) const = default;
+};
+
+/// K + V bytes one decode call reads: each byte once.
+inline double kv_bytes(const DecodeShape& s) {
+  return 2.0 * double(s.batch) * double(s.heads_kv) * double(s.seq_k) * double(s.head_dim) *
+         double(jit::element_size(s.dtype));
+}
+
+/// Rows with at least this much K + V carry the bandwidth bar (issue 19: "at least 64 MB").
+constexpr double kBarBytes = 64e6;
+
+inline std::string label(const DecodeShape& s) {
+  return fmt::format("B={} Hq={} Hkv={} Sk={} D={}", s.batch, s.heads_q, s.heads_kv, s.seq_k, s.head_dim);
+}
+
+/// The small decode whose bar is time against copy time plus the launch floor.
+inline DecodeShape small_decode() { return {1, 32, 8, 4096, 128, jit::DType::f16}; }
+
+inline std::vector<DecodeShape> decode_shapes(bool quick) {
+  using jit::DType;
+  if (quick) return {{8, 32, 8, 8192, 128, DType::f16}, small_decode(), {4, 32, 1, 32768, 128, DType::bf16}};
+  return {
+      {8, 32, 8, 8192, 128, DType::f16},     // GQA 4
+      {64, 32, 8, 2048, 128, DType::f16},    // many short sequences
+      small_decode(),                        // one sequence, 16 MiB: the launch-bound case
+      {1, 64, 8, 131072, 128, DType::bf16},  // one long sequence: split-KV or nothing
+      {4, 32, 1, 32768, 128, DType::bf16},   // MQA
+      {16, 32, 8, 16384, 128, DType::f16},   // 1 GiB of cache
+      {128, 8, 1, 2048, 128, DType::f16},    // MQA, a tensor-parallel shard of a large batch
+      {32, 16, 4, 8192, 64, DType::f16},     // GQA 4 at D = 64
+  };
+}
+
+/// Page sizes of the paged rows and their bars (paged time / contiguous time).
+struct PagedCase {
+  std::int64_t page_size;
+  double bar;
+};
+inline std::vector<PagedCase> paged_cases() { return {{16, 1.05}, {1, 1.15}}; }
+
+/// The decode steps timed in a CUDA graph.
+inline std::vector<DecodeShape> graph_shapes(bool quick) {
+  if (quick) return {small_decode()};
+  return {small_decode(), {8, 32, 8, 8192, 128, jit::DType::f16}};
+}
+
+}  // namespace serving_bench
