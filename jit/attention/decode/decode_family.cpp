@@ -116,6 +116,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const int key_warps = c.warps / row_warps;
     if (c.bn % (16 * key_warps) != 0) return fmt::format("BN {} is not 16 keys for each of {} warps", c.bn, key_warps);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
+    if (s.paged && c.bn > 32 * c.warps) return fmt::format("paged: BN {} keys need as many threads", c.bn);
     const int rows_per_pass = c.warps * 32 / (s.head_dim / 8);
     if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
     if (const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged);

@@ -31,6 +31,7 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   constexpr int WN = WARPS / WM;   // warps across each block's keys
   static_assert(BN % (16 * WN) == 0, "each warp takes whole 16-key steps of a block");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
+  static_assert(!PAGED || BN <= WARPS * 32, "paged: each key of a block has its own thread to look its page up");
 
   constexpr int kThreads = WARPS * 32;
   constexpr int MT = 1;         // one 16-row m-tile per warp
@@ -108,7 +109,8 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
     if constexpr (PAGED) {
       const int* table = p.block_table + batch * p.table_stride;
       const u32 slot = sPages + u32(block % STAGES) * BN * 8;
-      for (int row = tid; row < BN; row += kThreads) {
+      const int row = tid;  // BN <= threads (static_assert above)
+      if (row < BN) {
         // Keys past the sequence read a page it has (their data is masked);
         // page ids are clamped to the pool.
         const int key = min(k_begin + block * BN + row, max(len - 1, 0));
