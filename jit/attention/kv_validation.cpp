@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "jit/attention/view_checks.h"
+#include "kernel_src/attention/decode/decode_params.h"
 
 namespace jit::detail {
 namespace {
@@ -17,7 +18,7 @@ namespace {
 constexpr std::int64_t kMaxGrid = 65535;
 constexpr std::int64_t kMaxSeq = std::numeric_limits<std::int32_t>::max() / 2;
 constexpr std::int64_t kMaxPageSize = 256;
-constexpr int kMaxSplits = 256;
+constexpr int kMaxSplits = cujit::kMaxDecodeSplits;
 
 bool aligned(const void* p, std::uintptr_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 

@@ -181,15 +181,16 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged);
     std::int64_t splits = problem.num_splits;
     if (splits == 0) {
-      // Enough CTAs for every SM's slots, while each split keeps at least two
-      // key blocks (fewer would spend more on the combine than they save).
+      // As many CTAs as the SMs hold at once, never more (a second, partial
+      // wave would cost as much as the first), while each split keeps at
+      // least four key blocks (the prologue and merge cost about one block).
       const int threads = 32 * c.warps;
       const int per_sm = std::max(1, std::min({(target.max_smem_per_block + 1024) / (smem + 1024), 2048 / threads,
                                                65536 / (threads * 192)}));
       const std::int64_t slots = std::int64_t{std::max(target.sm_count, 1)} * per_sm;
-      splits = std::clamp<std::int64_t>((slots + ctas - 1) / std::max<std::int64_t>(ctas, 1), 1,
-                                        std::max<std::int64_t>(key_blocks / 2, 1));
-      splits = std::min<std::int64_t>(splits, 256);
+      splits = std::clamp<std::int64_t>(slots / std::max<std::int64_t>(ctas, 1), 1,
+                                        std::max<std::int64_t>(key_blocks / 4, 1));
+      splits = std::min<std::int64_t>(splits, cujit::kMaxDecodeSplits);
     }
     const std::int64_t blocks_per_split = std::max<std::int64_t>((key_blocks + splits - 1) / splits, 1);
     splits = std::max<std::int64_t>((key_blocks + blocks_per_split - 1) / blocks_per_split, 1);

@@ -43,6 +43,10 @@ struct DecodeParams {
   int causal_offset;  // causal: key j visible to row i iff j <= i + causal_offset + (L - seq_k)
 };
 
+// The most splits of a row's keys (the combine pass holds their weights in
+// registers, kMaxDecodeSplits / 32 per lane).
+constexpr int kMaxDecodeSplits = 256;
+
 struct DecodeCombineParams {
   const float* partial_o;
   const float* partial_lse2;
