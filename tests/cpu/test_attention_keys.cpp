@@ -39,6 +39,8 @@ const std::vector<std::function<void(AttnProblem&)>> kOneFieldEdits = {
     [](AttnProblem& p) { p.seq_k = 1025; },       [](AttnProblem& p) { p.head_dim = 64; },
     [](AttnProblem& p) { p.dtype = jit::DType::bf16; }, [](AttnProblem& p) { p.causal = false; },
     [](AttnProblem& p) { p.causal_offset = 512; }, [](AttnProblem& p) { p.scale = 0.25f; },
+    [](AttnProblem& p) { p.page_size = 16; },      [](AttnProblem& p) { p.seq_lens = true; },
+    [](AttnProblem& p) { p.num_splits = 1; },
 };
 
 TEST(ShapeKey, EveryFieldOfTheProblemTellsKeysApart) {
@@ -52,7 +54,7 @@ TEST(ShapeKey, EveryFieldOfTheProblemTellsKeysApart) {
     EXPECT_FALSE(other == base) << "edit " << i << " left the key equal";
     EXPECT_NE(hash(other), hash(base)) << "edit " << i << " left the hash equal";
   }
-  // Ten fields, ten edits: a field added to AttnProblem needs an edit here.
+  // One edit per field: a field added to AttnProblem needs an edit here.
   EXPECT_EQ(std::tuple_size_v<decltype(problem().fields())>, kOneFieldEdits.size());
 }
 

@@ -69,16 +69,13 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   grid_dependency_wait();
   launch_dependent_grids();
 
-  // The split's keys as far as the longest sequence goes: loads are issued
-  // for those (keys past this sequence's length are in the cache, or on a
-  // page clamped to the pool, and are masked), so they need not wait for the
-  // length. Lengths past seq_k (which the host checked the table against)
-  // are clamped.
-  const int k_begin = split * p.split_keys;
-  const int k_issue_end = min(p.seq_k, k_begin + p.split_keys);
-  const int n_issue = k_issue_end > k_begin ? int(unsigned(k_issue_end - k_begin + BN - 1) / unsigned(BN)) : 0;
+  // Lengths past seq_k (which the host checked the table against) are
+  // clamped, so a bad length cannot send a load out of bounds. Keys past the
+  // length are not loaded (zero-filled): a cache may hold anything there, NaN
+  // included, and 0 * NaN would reach the output.
   const int len = min(max(p.seq_lens != nullptr ? p.seq_lens[batch] : p.seq_k, 0), p.seq_k);
-  const int k_end = min(len, k_issue_end);
+  const int k_begin = split * p.split_keys;
+  const int k_end = min(len, k_begin + p.split_keys);
   const int n_blocks = k_end > k_begin ? int(unsigned(k_end - k_begin + BN - 1) / unsigned(BN)) : 0;
   const int offset = p.causal_offset + len - p.seq_k;
 
@@ -116,9 +113,9 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
       const u32 slot = sPages + u32(block % STAGES) * BN * 8;
       const int row = tid;  // BN <= threads (static_assert above)
       if (row < BN) {
-        // Keys past the sequence read whatever page its table row names
-        // (their data is masked); page ids are clamped to the pool.
-        const int key = min(k_begin + block * BN + row, max(k_issue_end - 1, 0));
+        // Keys past the split's end look up its last page (they are not
+        // loaded); page ids are clamped to the pool.
+        const int key = min(k_begin + block * BN + row, max(k_end - 1, 0));
         const int index = int(p.page_div.quotient(unsigned(key)));
         const int page = max(min(table[index], p.num_pages - 1), 0);
         asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(slot + u32(row * 8)), "r"(page),
@@ -130,13 +127,13 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   const char* k_head = static_cast<const char*>(p.k) + head_kv * p.k_stride[1] * 2;
   const char* v_head = static_cast<const char*>(p.v) + head_kv * p.v_stride[1] * 2;
   auto load_kv = [&](int block) {
-    if (block >= n_issue) return;
+    if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = my_row + pass * kRowsPerPass;
       const int key = k_begin + block * BN + row;
-      const bool valid = key < k_issue_end;
+      const bool valid = key < k_end;
       i64 outer = batch, inner = key;
       if constexpr (PAGED) {
         int page, page_row;
