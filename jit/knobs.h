@@ -13,7 +13,7 @@
 //   CUJIT_CACHE_TRUSTED_KEYS  Ed25519 public keys (PEM files, ':'-separated): when set,
 //                     `cujit-cache import` accepts only archives signed by one of them
 //   CUJIT_FAMILY      auto (default): the fastest attention family the GPU and problem allow
-//                     (sm90 on sm_90a, else portable) | a registered family's name (portable,
+//                     (decode for few query rows and KV caches, else sm90 on sm_90a, else portable) | a registered family's name (portable,
 //                     sm90, ...): only that family. The names are the attention layer's
 //                     (jit/attention/family_registry.cpp), so a new family adds none here
 //   CUJIT_COMPILE_THREADS  how many NVRTC compiles a tuning run does at once: a positive integer;
