@@ -1,5 +1,6 @@
 /* cujit's C interface: jit::attention and the serving API (jit/serving.h)
- * behind a stable ABI, for callers that are not C++ (the Python binding in bindings/python loads it with ctypes).
+ * behind a stable ABI, for callers that are not C++ (the Python binding in
+ * bindings/python loads it with ctypes).
  * No C++ exception crosses it: every call returns a status, and the failed
  * call's message stays readable from the same thread until its next call. */
 #ifndef CUJIT_C_H
@@ -100,7 +101,7 @@ typedef struct {
 typedef struct {
   int32_t causal;     /* nonzero: row i of a sequence with L keys sees keys j <= i + L - Sq (bottom-right) */
   float scale;        /* softmax scale; 0 means 1/sqrt(D) */
-  int32_t num_splits; /* 0: the plan chooses; 1: no split (batch-invariant); up to 256 */
+  int32_t num_splits; /* 0: the plan chooses; 1 to 256 (1: no split; docs/serving.md on batch invariance) */
 } cujit_kv_options;
 
 /* Per-run arguments; NULL means all fields NULL. */
@@ -124,6 +125,9 @@ typedef struct cujit_kv_plan cujit_kv_plan;
  * the kernels and allocates the plan's workspace. *plan is NULL on failure. */
 CUJIT_C_API cujit_status cujit_kv_plan_create(const cujit_kv_shape* shape, const cujit_kv_options* options,
                                               void* stream, cujit_kv_plan** plan);
+/* q and out [B, Hq, Sq, D] of the plan's shape, the cache as the plan was
+ * made for (paged or not, lengths or not): checked, then enqueued on
+ * run->stream. */
 CUJIT_C_API cujit_status cujit_kv_plan_run(const cujit_kv_plan* plan, const cujit_tensor* q,
                                            const cujit_kv_cache* cache, const cujit_tensor* out,
                                            const cujit_kv_run_options* run);
