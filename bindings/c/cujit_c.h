@@ -1,5 +1,6 @@
-/* cujit's C interface: jit::attention behind a stable ABI, for callers that
- * are not C++ (the Python binding in bindings/python loads it with ctypes).
+/* cujit's C interface: jit::attention and the serving API (jit/serving.h)
+ * behind a stable ABI, for callers that are not C++ (the Python binding in
+ * bindings/python loads it with ctypes).
  * No C++ exception crosses it: every call returns a status, and the failed
  * call's message stays readable from the same thread until its next call. */
 #ifndef CUJIT_C_H
@@ -65,6 +66,78 @@ CUJIT_C_API cujit_status cujit_plan(const cujit_tensor* q, const cujit_tensor* k
 
 /* The message of this thread's last failed call ("" after a success). */
 CUJIT_C_API const char* cujit_last_error(void);
+
+/* Attention over a KV cache (jit/serving.h; docs/serving.md). */
+
+/* The keys and values a batch attends to, read in place. Contiguous
+ * (block_table NULL): k and v are [B, Hkv, S_cap, D] views. Paged: k and v
+ * are page pools viewed as [num_pages, Hkv, page_size, D] (vLLM's
+ * [num_pages, page_size, Hkv, D] storage is that view with permuted strides),
+ * and row b of block_table lists sequence b's page ids in order. */
+typedef struct {
+  cujit_tensor k;
+  cujit_tensor v;
+  const int32_t* block_table; /* int32 [B, block_table_stride] on the device, or NULL (contiguous) */
+  int64_t pages_per_seq;      /* table entries per row that may be read */
+  int64_t block_table_stride; /* elements between table rows; 0 means pages_per_seq */
+  const int32_t* seq_lens;    /* int32 [B] on the device: keys per sequence, new rows included; NULL: all max_seq_k */
+} cujit_kv_cache;
+
+/* What a plan is made for (jit::KvAttentionShape). */
+typedef struct {
+  int64_t batch;
+  int64_t heads_q;
+  int64_t heads_kv;
+  int64_t head_dim;
+  int32_t dtype;                /* cujit_dtype */
+  int64_t seq_q;                /* new query rows per sequence: 1 for decode */
+  int64_t max_seq_k;            /* the longest sequence's key count */
+  int64_t page_size;            /* 0: contiguous cache; else keys per page, 1 to 256 */
+  int32_t per_sequence_lengths; /* nonzero: the cache gives seq_lens */
+} cujit_kv_shape;
+
+/* NULL options mean causal, scale 1/sqrt(D), splits chosen by the plan. A
+ * zero-filled struct is NOT the same: causal = 0 is the non-causal mask. */
+typedef struct {
+  int32_t causal;     /* nonzero: row i of a sequence with L keys sees keys j <= i + L - Sq (bottom-right) */
+  float scale;        /* softmax scale; 0 means 1/sqrt(D) */
+  int32_t num_splits; /* 0: the plan chooses; 1 to 256 (1: no split; docs/serving.md on batch invariance) */
+} cujit_kv_options;
+
+/* Per-run arguments; NULL means all fields NULL. */
+typedef struct {
+  void* stream;    /* a CUstream / cudaStream_t; NULL is the default stream */
+  float* lse;      /* NULL, or float32 contiguous [B, Hq, Sq] on the device */
+  void* workspace; /* NULL (the plan's own), or cujit_kv_plan_workspace_bytes of device memory, 16-byte aligned */
+} cujit_kv_run_options;
+
+/* q and out [B, Hq, Sq, D]. Plans on the first call for a shape and keeps
+ * the plan; asynchronous on run->stream. */
+CUJIT_C_API cujit_status cujit_attention_with_kvcache(const cujit_tensor* q, const cujit_kv_cache* cache,
+                                                      const cujit_tensor* out, const cujit_kv_options* options,
+                                                      const cujit_kv_run_options* run);
+
+/* A plan made once per batch composition and run for every layer: run never
+ * allocates, synchronizes or tunes, so it can be captured in a CUDA graph. */
+typedef struct cujit_kv_plan cujit_kv_plan;
+
+/* Tunes (on the first call per shape class, on `stream`), compiles and loads
+ * the kernels and allocates the plan's workspace. *plan is NULL on failure. */
+CUJIT_C_API cujit_status cujit_kv_plan_create(const cujit_kv_shape* shape, const cujit_kv_options* options,
+                                              void* stream, cujit_kv_plan** plan);
+/* q and out [B, Hq, Sq, D] of the plan's shape, the cache as the plan was
+ * made for (paged or not, lengths or not): checked, then enqueued on
+ * run->stream. */
+CUJIT_C_API cujit_status cujit_kv_plan_run(const cujit_kv_plan* plan, const cujit_tensor* q,
+                                           const cujit_kv_cache* cache, const cujit_tensor* out,
+                                           const cujit_kv_run_options* run);
+/* Device memory a run needs (0 when nothing is split). */
+CUJIT_C_API cujit_status cujit_kv_plan_workspace_bytes(const cujit_kv_plan* plan, size_t* bytes);
+CUJIT_C_API cujit_status cujit_kv_plan_num_splits(const cujit_kv_plan* plan, int* splits);
+/* "family/variant" into buffer (truncated to size - 1). */
+CUJIT_C_API cujit_status cujit_kv_plan_describe(const cujit_kv_plan* plan, char* buffer, size_t size);
+/* Frees the plan and its workspace; NULL is a no-op. */
+CUJIT_C_API void cujit_kv_plan_destroy(cujit_kv_plan* plan);
 
 #ifdef __cplusplus
 }

@@ -10,6 +10,14 @@ is enqueued on PyTorch's current stream of q's device and does not
 synchronize. The first call for a new shape class compiles and tunes
 (CUJIT_* environment knobs apply, as in C++).
 
+Attention over a KV cache (docs/serving.md), in FlashAttention's
+flash_attn_with_kvcache layout: q [B, Sq, Hq, D], a cache [B, S_cap, Hkv, D]
+or pages [num_pages, page_size, Hkv, D] with an int32 block_table:
+
+    out = cujit_torch.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table)
+    plan = cujit_torch.KvPlan(batch=B, heads_q=Hq, heads_kv=Hkv, head_dim=D, max_seq_k=L, page_size=16)
+    plan.run(q, k_cache, v_cache, cache_seqlens=lens, block_table=table, out=out)   # per layer
+
 The library is found at $CUJIT_C_LIBRARY, else in the build tree next to this
 file (build/bindings/c/libcujit_c.so), else by the system's loader.
 """
@@ -18,7 +26,7 @@ import os
 
 import torch
 
-__all__ = ["attention", "plan", "CujitError"]
+__all__ = ["attention", "plan", "attention_with_kvcache", "KvPlan", "CujitError"]
 
 
 class CujitError(RuntimeError):
@@ -37,6 +45,26 @@ class _Tensor(ctypes.Structure):
 class _Options(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int32), ("bottom_right", ctypes.c_int32), ("scale", ctypes.c_float),
                 ("stream", ctypes.c_void_p), ("lse", ctypes.c_void_p)]
+
+
+class _KvCache(ctypes.Structure):
+    _fields_ = [("k", _Tensor), ("v", _Tensor), ("block_table", ctypes.c_void_p), ("pages_per_seq", ctypes.c_int64),
+                ("block_table_stride", ctypes.c_int64), ("seq_lens", ctypes.c_void_p)]
+
+
+class _KvShape(ctypes.Structure):
+    _fields_ = [("batch", ctypes.c_int64), ("heads_q", ctypes.c_int64), ("heads_kv", ctypes.c_int64),
+                ("head_dim", ctypes.c_int64), ("dtype", ctypes.c_int32), ("seq_q", ctypes.c_int64),
+                ("max_seq_k", ctypes.c_int64), ("page_size", ctypes.c_int64),
+                ("per_sequence_lengths", ctypes.c_int32)]
+
+
+class _KvOptions(ctypes.Structure):
+    _fields_ = [("causal", ctypes.c_int32), ("scale", ctypes.c_float), ("num_splits", ctypes.c_int32)]
+
+
+class _KvRunOptions(ctypes.Structure):
+    _fields_ = [("stream", ctypes.c_void_p), ("lse", ctypes.c_void_p), ("workspace", ctypes.c_void_p)]
 
 
 _ABI_VERSION = 1  # CUJIT_C_ABI_VERSION in bindings/c/cujit_c.h
@@ -72,8 +100,31 @@ def _library():
     lib.cujit_attention.restype = ctypes.c_int
     lib.cujit_plan.argtypes = args + [ctypes.c_char_p, ctypes.c_size_t]
     lib.cujit_plan.restype = ctypes.c_int
+    _declare_serving(lib)
     _lib = lib
     return lib
+
+
+def _declare_serving(lib):
+    P = ctypes.POINTER
+    signatures = {
+        "cujit_attention_with_kvcache": [P(_Tensor), P(_KvCache), P(_Tensor), P(_KvOptions), P(_KvRunOptions)],
+        "cujit_kv_plan_create": [P(_KvShape), P(_KvOptions), ctypes.c_void_p, P(ctypes.c_void_p)],
+        "cujit_kv_plan_run": [ctypes.c_void_p, P(_Tensor), P(_KvCache), P(_Tensor), P(_KvRunOptions)],
+        "cujit_kv_plan_workspace_bytes": [ctypes.c_void_p, P(ctypes.c_size_t)],
+        "cujit_kv_plan_num_splits": [ctypes.c_void_p, P(ctypes.c_int)],
+        "cujit_kv_plan_describe": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t],
+    }
+    for name, argtypes in signatures.items():
+        getattr(lib, name).argtypes = argtypes
+        getattr(lib, name).restype = ctypes.c_int
+    lib.cujit_kv_plan_destroy.argtypes = [ctypes.c_void_p]
+    lib.cujit_kv_plan_destroy.restype = None
+
+
+def _check(lib, status):
+    if status != 0:
+        raise CujitError(status, lib.cujit_last_error().decode(errors="replace"))
 
 
 def _view(name, t):
@@ -104,8 +155,7 @@ def _call(fn, q, k, v, out, causal, bottom_right, scale, lse, *extra):
     options.lse = None if lse is None else lse.data_ptr()
     with torch.cuda.device(q.device):  # cujit runs on the calling thread's current context
         status = getattr(lib, fn)(*[ctypes.byref(x) for x in views], ctypes.byref(options), *extra)
-    if status != 0:
-        raise CujitError(status, lib.cujit_last_error().decode(errors="replace"))
+    _check(lib, status)
 
 
 def attention(q, k, v, *, causal=False, bottom_right=False, scale=None, out=None, return_lse=False):
@@ -128,3 +178,204 @@ def plan(q, k, v, *, causal=False, bottom_right=False, scale=None):
     buffer = ctypes.create_string_buffer(256)
     _call("cujit_plan", q, k, v, out, causal, bottom_right, scale, None, buffer, ctypes.sizeof(buffer))
     return buffer.value.decode()
+
+
+# Attention over a KV cache (jit/serving.h), in FlashAttention's layouts. A
+# [B, S, H, D] tensor becomes cujit's [B, H, S, D] view by swapping the
+# strides of dimensions 1 and 2 (transpose(1, 2)): no copy. A page pool
+# [num_pages, page_size, Hkv, D] is viewed the same way, as
+# [num_pages, Hkv, page_size, D].
+
+def _on_device(name, t, device):
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
+    if not t.is_cuda:
+        raise CujitError(1, f"{name} is on {t.device}; cujit needs CUDA tensors")
+    if t.device != device:
+        raise CujitError(1, f"{name} is on {t.device} but q is on {device}: put every argument on one GPU")
+
+
+def _bshd(name, t, device, layout):
+    """cujit's [B, H, S, D] view of a 4-D tensor stored as `layout` ([B, S, H, D] or pages)."""
+    _on_device(name, t, device)
+    if t.dim() != 4:
+        raise CujitError(1, f"{name} has {t.dim()} dimensions; it must be {layout}")
+    return _view(name, t.transpose(1, 2))
+
+
+def _int32_rows(name, t, device, batch, layout):
+    """The address and row stride (0 for one row) of an int32 tensor with one row per sequence:
+    [B] (one entry each, adjacent) or [B, N] (rows of adjacent entries, not overlapping)."""
+    _on_device(name, t, device)
+    if t.dtype != torch.int32:
+        raise CujitError(1, f"{name} is {t.dtype}; it must be torch.int32 (use {name}.to(torch.int32))")
+    if t.dim() != len(layout.split(",")) or t.shape[0] != batch:
+        raise CujitError(1, f"{name} has shape {list(t.shape)}; it must be {layout} with B = {batch} (q's batch)")
+    entries = t.shape[1] if t.dim() == 2 else 1
+    if (t.dim() == 2 and entries > 1 and t.stride(1) != 1) or (batch > 1 and t.stride(0) < entries) or \
+            (t.dim() == 1 and batch > 1 and t.stride(0) != 1):
+        raise CujitError(1, f"{name} has strides {list(t.stride())}: its entries must be adjacent and its rows "
+                            f"must not overlap; use {name}.contiguous()")
+    return t.data_ptr(), (t.stride(0) if batch > 1 else 0)
+
+
+def _kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out):
+    """q, the cache and out as the C structs; out allocated like q when None."""
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch.Tensor, not {type(q).__name__}")
+    if not q.is_cuda:
+        raise CujitError(1, f"q is on {q.device}; cujit needs CUDA tensors")
+    device = q.device
+    q_view = _bshd("q", q, device, "[B, Sq, Hq, D]")
+    batch = q.shape[0]
+    cache = _KvCache()
+    if block_table is None:
+        layout = "[B, S_cap, Hkv, D] (or pass block_table for a paged cache)"
+    else:
+        layout = "[num_pages, page_size, Hkv, D] (a paged cache, as block_table says)"
+        cache.block_table, cache.block_table_stride = _int32_rows("block_table", block_table, device, batch,
+                                                                  "[B, max_pages]")
+        cache.pages_per_seq = block_table.shape[1]
+    cache.k = _bshd("k_cache", k_cache, device, layout)
+    cache.v = _bshd("v_cache", v_cache, device, layout)
+    if cache_seqlens is not None:
+        cache.seq_lens, _ = _int32_rows("cache_seqlens", cache_seqlens, device, batch, "[B]")
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=device)
+    out_view = _bshd("out", out, device, "[B, Sq, Hq, D]")
+    return q_view, cache, out_view, out
+
+
+def _run_options(q, lse, workspace):
+    run = _KvRunOptions()
+    run.stream = torch.cuda.current_stream(q.device).cuda_stream
+    run.lse = None if lse is None else lse.data_ptr()
+    run.workspace = workspace
+    return run
+
+
+def _kv_options(causal, scale, num_splits):
+    return _KvOptions(int(bool(causal)), 0.0 if scale is None else float(scale), int(num_splits))
+
+
+def _lse_for(q, return_lse):
+    """float32 [B, Hq, Sq] for the log-sum-exp, or None."""
+    if not return_lse:
+        return None
+    return torch.empty((q.shape[0], q.shape[2], q.shape[1]), dtype=torch.float32, device=q.device)
+
+
+def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, causal=True, scale=None,
+                           num_splits=0, out=None, return_lse=False):
+    """Attention of q's new rows over a KV cache; returns out, or (out, lse) with return_lse.
+
+    q: [B, Sq, Hq, D] float16/bfloat16. k_cache, v_cache: [B, S_cap, Hkv, D],
+    or with block_table (int32 [B, max_pages], page ids in order) page pools
+    [num_pages, page_size, Hkv, D]; any strides with a contiguous last
+    dimension. cache_seqlens: int32 [B], the keys of each sequence with its
+    new rows already appended (None: every sequence has S_cap or
+    max_pages * page_size keys). causal: query row i of a sequence with L keys
+    sees keys j <= i + L - Sq (bottom-right); scale defaults to 1/sqrt(D);
+    num_splits: 0 lets cujit choose, 1 makes results batch-invariant. out:
+    [B, Sq, Hq, D]; lse: float32 [B, Hq, Sq]. The first call per shape plans
+    (and tunes); later calls reuse the plan. Enqueued on the current stream.
+    """
+    q_view, cache, out_view, out = _kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out)
+    lse = _lse_for(q, return_lse)
+    lib = _library()
+    options = _kv_options(causal, scale, num_splits)
+    run = _run_options(q, lse, None)
+    with torch.cuda.device(q.device):
+        _check(lib, lib.cujit_attention_with_kvcache(ctypes.byref(q_view), ctypes.byref(cache), ctypes.byref(out_view),
+                                                     ctypes.byref(options), ctypes.byref(run)))
+    return (out, lse) if return_lse else out
+
+
+class KvPlan:
+    """A plan for one batch composition, made once and run for every layer.
+
+    Arguments as in attention_with_kvcache, for the shape given here:
+    max_seq_k is the longest sequence's key count, page_size 0 means a
+    contiguous cache, per_sequence_lengths says whether runs pass
+    cache_seqlens. Making it tunes on the first plan per shape class (on the
+    current stream); run() never allocates (with out given), synchronizes or
+    tunes, so it can be captured in a torch.cuda.CUDAGraph. Without a
+    workspace tensor, runs use the plan's own: then they must not overlap on
+    different streams. The plan (and its workspace) is freed when the object
+    is (or by close()): keep it alive while a graph that ran it may replay.
+    """
+
+    def __init__(self, *, batch, heads_q, heads_kv, head_dim, max_seq_k, seq_q=1, page_size=0,
+                 dtype=torch.float16, per_sequence_lengths=True, causal=True, scale=None, num_splits=0, device=None):
+        self._handle = None
+        if dtype not in _DTYPES:
+            raise CujitError(1, f"dtype is {dtype}; cujit takes torch.float16 or torch.bfloat16")
+        device = torch.device("cuda") if device is None else torch.device(device)
+        if device.type != "cuda":
+            raise CujitError(1, f"device is {device}; a KvPlan is made for a CUDA device")
+        self.device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
+        self.dtype = dtype
+        self.page_size = int(page_size)
+        self.per_sequence_lengths = bool(per_sequence_lengths)
+        self._lib = _library()
+        shape = _KvShape(batch, heads_q, heads_kv, head_dim, _DTYPES[dtype], seq_q, max_seq_k, self.page_size,
+                         int(self.per_sequence_lengths))
+        options = _kv_options(causal, scale, num_splits)
+        handle = ctypes.c_void_p()
+        with torch.cuda.device(self.device):
+            stream = torch.cuda.current_stream(self.device).cuda_stream
+            _check(self._lib, self._lib.cujit_kv_plan_create(ctypes.byref(shape), ctypes.byref(options), stream,
+                                                             ctypes.byref(handle)))
+        self._handle = handle
+        bytes_, splits, name = ctypes.c_size_t(), ctypes.c_int(), ctypes.create_string_buffer(256)
+        _check(self._lib, self._lib.cujit_kv_plan_workspace_bytes(handle, ctypes.byref(bytes_)))
+        _check(self._lib, self._lib.cujit_kv_plan_num_splits(handle, ctypes.byref(splits)))
+        _check(self._lib, self._lib.cujit_kv_plan_describe(handle, name, ctypes.sizeof(name)))
+        self.workspace_bytes = bytes_.value  # device memory a run needs (0 when nothing is split)
+        self.num_splits = splits.value
+        self.variant = name.value.decode()  # "family/variant"
+
+    def run(self, q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, out=None, workspace=None,
+            return_lse=False):
+        """Enqueues the plan on the current stream; returns out, or (out, lse) with return_lse.
+
+        workspace: None (the plan's own), or a CUDA tensor of at least
+        workspace_bytes bytes whose address is 16-byte aligned.
+        """
+        if self._handle is None:
+            raise CujitError(1, "this KvPlan is closed")
+        if self.per_sequence_lengths != (cache_seqlens is not None):
+            raise CujitError(1, "cache_seqlens is " + ("None but the plan was made with per_sequence_lengths=True"
+                                                       if cache_seqlens is None else
+                                                       "given but the plan was made with per_sequence_lengths=False"))
+        if (self.page_size > 0) != (block_table is not None):
+            raise CujitError(1, f"block_table is None but the plan was made for pages of {self.page_size} keys"
+                                if block_table is None else
+                                "block_table is given but the plan was made for a contiguous cache (page_size=0)")
+        q_view, cache, out_view, out = _kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out)
+        if q.device != self.device:
+            raise CujitError(1, f"q is on {q.device} but the plan was made on {self.device}")
+        workspace_ptr = None
+        if workspace is not None:
+            _on_device("workspace", workspace, q.device)
+            size = workspace.numel() * workspace.element_size()
+            if not workspace.is_contiguous() or size < self.workspace_bytes:
+                raise CujitError(1, f"workspace must be a contiguous tensor of at least {self.workspace_bytes} bytes "
+                                    f"(KvPlan.workspace_bytes); it has {size}")
+            workspace_ptr = workspace.data_ptr()
+        lse = _lse_for(q, return_lse)
+        run = _run_options(q, lse, workspace_ptr)
+        with torch.cuda.device(q.device):
+            _check(self._lib, self._lib.cujit_kv_plan_run(self._handle, ctypes.byref(q_view), ctypes.byref(cache),
+                                                          ctypes.byref(out_view), ctypes.byref(run)))
+        return (out, lse) if return_lse else out
+
+    def close(self):
+        """Frees the plan and its workspace now (work already enqueued that uses them must be done)."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            self._lib.cujit_kv_plan_destroy(handle)
+
+    def __del__(self):
+        if getattr(self, "_handle", None) is not None:
+            self.close()

@@ -1,19 +1,43 @@
-"""The PyTorch binding on a GPU, against float32 SDPA on the same inputs:
-dtypes, head dims, both causal alignments, GQA, a [B, S, H, D] view, the
-LSE, an explicit scale, a side stream, and the errors it must raise.
+"""The PyTorch binding on a GPU. attention(): against float32 SDPA on the
+same inputs: dtypes, head dims, both causal alignments, GQA, a [B, S, H, D]
+view, the LSE, an explicit scale, a side stream, and the errors it must
+raise. attention_with_kvcache() and KvPlan: against a float64 reference over
+contiguous and paged (shuffled) caches with per-sequence lengths, GQA,
+decode (Sq = 1) and Sq = 4, causal and not, the LSE, plan reuse, a CUDA
+graph replay, plain eager mode, and the errors they must raise.
 
     python3 bindings/python/test_cujit_torch.py   (needs a GPU, torch, and a build)
+
+Without torch or a GPU every test is skipped, and run as a program it exits
+77 (ctest's skip code) after saying why.
 """
+import ctypes
 import math
 import os
 import sys
 import unittest
 
-import torch
-import torch.nn.functional as F
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:
+    torch = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cujit_torch  # noqa: E402
+if torch is not None:
+    import cujit_torch  # noqa: E402
+
+
+def skip_reason():
+    if torch is None:
+        return "torch is not installed"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU visible to torch"
+    return None
+
+
+SKIP = skip_reason()
+requires_gpu = unittest.skipIf(SKIP is not None, SKIP or "")
 
 
 def reference(q, k, v, causal, bottom_right, scale):
@@ -37,6 +61,7 @@ def rel_error(got, want):
     return ((got.float() - want).norm() / want.norm().clamp_min(1e-30)).item()
 
 
+@requires_gpu
 class Binding(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
@@ -97,5 +122,224 @@ class Binding(unittest.TestCase):
         self.assertEqual(caught.exception.status, 1)  # CUJIT_INVALID_ARGUMENT
 
 
+def kv_reference(q, k_cache, v_cache, seqlens, block_table, causal, scale):
+    """float64 out [B, Sq, Hq, D] and lse [B, Hq, Sq] of q ([B, Sq, Hq, D]) over each sequence's first
+    seqlens[b] cached keys, read through the block table when there is one; bottom-right causal."""
+    batch, sq, hq, d = q.shape
+    hkv = k_cache.shape[2]
+    out = torch.zeros(batch, sq, hq, d, dtype=torch.float64, device=q.device)
+    lse = torch.empty(batch, hq, sq, dtype=torch.float64, device=q.device)
+    for b in range(batch):
+        n = int(seqlens[b])
+        if block_table is None:
+            k, v = k_cache[b, :n], v_cache[b, :n]
+        else:
+            page_size = k_cache.shape[1]
+            pages = block_table[b, :(n + page_size - 1) // page_size].long()
+            k = k_cache[pages].reshape(-1, hkv, d)[:n]
+            v = v_cache[pages].reshape(-1, hkv, d)[:n]
+        # [n, Hkv, D] -> [Hq, n, D]: query head h reads KV head h // (Hq / Hkv)
+        k, v = (t.double().transpose(0, 1).repeat_interleave(hq // hkv, dim=0) for t in (k, v))
+        s = q[b].double().transpose(0, 1) @ k.transpose(1, 2) * scale  # [Hq, Sq, n]
+        if causal:
+            rows = torch.arange(sq, device=q.device)[:, None]
+            keep = torch.arange(n, device=q.device)[None, :] <= rows + n - sq
+            s = s.masked_fill(~keep, float("-inf"))
+        lse[b] = torch.logsumexp(s, dim=-1)
+        out[b] = (torch.softmax(s, dim=-1).nan_to_num(0.0) @ v).transpose(0, 1)
+    return out, lse
+
+
+def kv_case(batch=3, sq=1, hq=8, hkv=2, d=128, dtype=None, lengths=(1, 17, 300), page_size=0, capacity=320):
+    """q [B, Sq, Hq, D], K/V caches, int32 lengths and, for a paged cache, an int32 block table of
+    shuffled page ids (the pool has spare pages that no sequence uses)."""
+    dtype = dtype or torch.float16
+    q = torch.randn(batch, sq, hq, d, device="cuda", dtype=dtype)
+    lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    if page_size == 0:
+        k, v = (torch.randn(batch, capacity, hkv, d, device="cuda", dtype=dtype) for _ in range(2))
+        return q, k, v, lens, None
+    max_pages = (capacity + page_size - 1) // page_size
+    num_pages = batch * max_pages + 5
+    k, v = (torch.randn(num_pages, page_size, hkv, d, device="cuda", dtype=dtype) for _ in range(2))
+    table = torch.randperm(num_pages, device="cuda")[:batch * max_pages].to(torch.int32).reshape(batch, max_pages)
+    return q, k, v, lens, table
+
+
+@requires_gpu
+class KvCacheBinding(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def expect_close(self, case, out, lse, causal=True, scale=None):
+        q, k, v, lens, table = case
+        torch.cuda.synchronize()
+        want, want_lse = kv_reference(q, k, v, lens, table, causal, scale or 1 / math.sqrt(q.shape[-1]))
+        self.assertEqual(out.shape, q.shape)
+        self.assertLess(rel_error(out, want), 1e-2)
+        self.assertEqual(lse.shape, (q.shape[0], q.shape[2], q.shape[1]))
+        self.assertEqual(lse.dtype, torch.float32)
+        finite = torch.isfinite(want_lse)
+        self.assertTrue(torch.equal(torch.isfinite(lse), finite))
+        err = (lse.double()[finite] - want_lse[finite]).abs().max().item()
+        self.assertLess(err, 1e-3 * max(1.0, want_lse[finite].abs().max().item()))
+
+    def check(self, causal=True, scale=None, num_splits=0, **shape):
+        with self.subTest(causal=causal, scale=scale, num_splits=num_splits, **shape):
+            case = kv_case(**shape)
+            q, k, v, lens, table = case
+            out, lse = cujit_torch.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table,
+                                                          causal=causal, scale=scale, num_splits=num_splits,
+                                                          return_lse=True)
+            self.expect_close(case, out, lse, causal, scale)
+
+    def test_contiguous_cache_with_seqlens(self):
+        for dtype in (torch.float16, torch.bfloat16):
+            self.check(dtype=dtype)
+        self.check(d=64, lengths=(320, 5, 64), scale=0.05)
+
+    def test_paged_cache_with_shuffled_pages(self):
+        self.check(page_size=16, lengths=(15, 17, 300))
+        self.check(page_size=16, dtype=torch.bfloat16, lengths=(16, 1, 320), num_splits=1)
+
+    def test_gqa_8_query_heads_over_2_kv_heads(self):
+        self.check(hq=8, hkv=2, page_size=16)
+        self.check(hq=8, hkv=2)
+
+    def test_decode_and_four_rows_causal_bottom_right_and_not(self):
+        for sq in (1, 4):
+            for causal in (True, False):
+                self.check(sq=sq, causal=causal, page_size=16, lengths=(4, 33, 300))
+                self.check(sq=sq, causal=causal, lengths=(5, 100, 320))
+
+    def test_lse_is_float32_batch_heads_rows(self):
+        case = kv_case(sq=4, lengths=(4, 20, 320))
+        q, k, v, lens, table = case
+        out, lse = cujit_torch.attention_with_kvcache(q, k, v, cache_seqlens=lens, return_lse=True)
+        self.assertEqual(tuple(lse.shape), (3, 8, 4))
+        self.expect_close(case, out, lse)
+        # Without return_lse only out comes back, into the given tensor.
+        given = torch.empty_like(q)
+        self.assertIs(cujit_torch.attention_with_kvcache(q, k, v, cache_seqlens=lens, out=given), given)
+
+    def plan_for(self, case, causal=True, num_splits=0):
+        q, k, v, lens, table = case
+        return cujit_torch.KvPlan(batch=q.shape[0], heads_q=q.shape[2], heads_kv=k.shape[2], head_dim=q.shape[3],
+                                  max_seq_k=int(lens.max()), seq_q=q.shape[1], dtype=q.dtype,
+                                  page_size=0 if table is None else k.shape[1], causal=causal,
+                                  num_splits=num_splits)
+
+    def test_plan_is_reused_across_layers_and_runs(self):
+        layers = [kv_case(page_size=16, lengths=(1, 100, 300)) for _ in range(2)]
+        lens, table = layers[0][3], layers[0][4]
+        layers = [(q, k, v, lens, table) for q, k, v, _, _ in layers]  # one batch composition, two layers
+        plan = self.plan_for(layers[0])
+        self.assertIn("/", plan.variant)
+        self.assertGreaterEqual(plan.num_splits, 1)
+        self.assertEqual(plan.workspace_bytes > 0, plan.num_splits > 1)
+        for case in layers:
+            q, k, v, lens, table = case
+            out, lse = plan.run(q, k, v, cache_seqlens=lens, block_table=table, return_lse=True)
+            self.expect_close(case, out, lse)
+            again = plan.run(q, k, v, cache_seqlens=lens, block_table=table)
+            workspace = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+            given = plan.run(q, k, v, cache_seqlens=lens, block_table=table, workspace=workspace)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(again, out))  # bitwise: a fixed plan is deterministic
+            self.assertTrue(torch.equal(given, out))
+
+    def test_plan_run_replays_in_a_cuda_graph(self):
+        case = kv_case(page_size=16, lengths=(7, 150, 300))
+        q, k, v, lens, table = case
+        plan = self.plan_for(case)
+        static_q, static_out = q.clone(), torch.empty_like(q)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the capture, as PyTorch asks
+            plan.run(static_q, k, v, cache_seqlens=lens, block_table=table, out=static_out)
+        torch.cuda.current_stream().wait_stream(side)
+        eager = plan.run(q, k, v, cache_seqlens=lens, block_table=table)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            plan.run(static_q, k, v, cache_seqlens=lens, block_table=table, out=static_out)
+        static_out.zero_()
+        graph.replay()
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(static_out, eager))
+        # New inputs in the captured buffers: the replay computes on them.
+        fresh = torch.randn_like(q)
+        static_q.copy_(fresh)
+        lens.copy_(torch.tensor([300, 1, 64], dtype=torch.int32))
+        graph.replay()
+        torch.cuda.synchronize()
+        want, _ = kv_reference(fresh, k, v, lens, table, True, 1 / math.sqrt(q.shape[-1]))
+        self.assertLess(rel_error(static_out, want), 1e-2)
+
+    def test_runs_in_plain_eager_mode(self):
+        """No torch.compile: the binding is ctypes calls on eager tensors, and TorchDynamo sees no frame."""
+        import torch._dynamo
+        counters = torch._dynamo.utils.counters
+        counters.clear()
+        real_compile = torch.compile
+
+        def forbidden(*args, **kwargs):
+            raise AssertionError("torch.compile was called")
+
+        torch.compile = forbidden
+        try:
+            case = kv_case(page_size=16)
+            q, k, v, lens, table = case
+            out, lse = cujit_torch.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table,
+                                                          return_lse=True)
+            planned = self.plan_for(case).run(q, k, v, cache_seqlens=lens, block_table=table)
+        finally:
+            torch.compile = real_compile
+        self.assertEqual(sum(counters["frames"].values()), 0)
+        self.expect_close(case, out, lse)
+        self.expect_close(case, planned, lse)
+
+    def test_structs_match_the_c_header(self):
+        # The sizes bindings/c/cujit_c_serving.cpp asserts for the C structs.
+        sizes = {cujit_torch._Tensor: 80, cujit_torch._KvCache: 192, cujit_torch._KvShape: 72,
+                 cujit_torch._KvOptions: 12, cujit_torch._KvRunOptions: 24}
+        for struct, size in sizes.items():
+            self.assertEqual(ctypes.sizeof(struct), size, struct.__name__)
+        self.assertEqual(cujit_torch._KvShape.seq_q.offset, 40)
+
+    def test_errors_name_the_argument(self):
+        q, k, v, lens, table = kv_case(page_size=16)
+        call = cujit_torch.attention_with_kvcache
+        with self.assertRaisesRegex(cujit_torch.CujitError, "block_table is torch.int64"):
+            call(q, k, v, cache_seqlens=lens, block_table=table.long())
+        with self.assertRaisesRegex(cujit_torch.CujitError, "cache_seqlens is torch.float32"):
+            call(q, k, v, cache_seqlens=lens.float(), block_table=table)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "block_table has shape"):
+            call(q, k, v, cache_seqlens=lens, block_table=table[:2])
+        with self.assertRaisesRegex(cujit_torch.CujitError, "cache_seqlens has strides"):
+            call(q, k, v, cache_seqlens=lens[:1].expand(3), block_table=table)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "block_table is on cpu"):
+            call(q, k, v, cache_seqlens=lens, block_table=table.cpu())
+        with self.assertRaisesRegex(cujit_torch.CujitError, "q is torch.float32"):
+            call(q.float(), k, v, cache_seqlens=lens, block_table=table)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "k_cache has 3 dimensions"):
+            call(q, k[0], v, cache_seqlens=lens, block_table=table)
+        plan = self.plan_for((q, k, v, lens, table))
+        with self.assertRaisesRegex(cujit_torch.CujitError, "cache_seqlens is None"):
+            plan.run(q, k, v, block_table=table)
+        split = self.plan_for((q, k, v, lens, table), num_splits=2)
+        self.assertGreater(split.workspace_bytes, 0)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "workspace must be"):
+            split.run(q, k, v, cache_seqlens=lens, block_table=table,
+                      workspace=torch.empty(split.workspace_bytes - 1, dtype=torch.uint8, device="cuda"))
+        # The library's own check, passed through: 10 pages of 16 keys cannot hold the plan's 300.
+        with self.assertRaises(cujit_torch.CujitError) as caught:
+            plan.run(q, k, v, cache_seqlens=lens, block_table=table[:, :10])
+        self.assertEqual(caught.exception.status, 1)  # CUJIT_INVALID_ARGUMENT
+        self.assertIn("too narrow", str(caught.exception))
+
+
 if __name__ == "__main__":
+    if SKIP is not None:
+        print(f"{os.path.basename(__file__)}: Skipped\n{SKIP}")  # the form scripts/ctest_summary.py reads
+        sys.exit(77)
     unittest.main(verbosity=2)

@@ -1,13 +1,17 @@
 // The C interface (bindings/c/cujit_c.h) without a GPU: arguments are
 // checked before any device work, failures come back as statuses with a
-// message naming what to fix, and a success clears the message. Its GPU half
-// (same bits as jit::attention) is in tests/gpu/test_c_api_gpu.cpp.
+// message naming what to fix, and a success clears the message; the same
+// for the serving functions (cujit_attention_with_kvcache, cujit_kv_plan_*).
+// Its GPU half (same bits as the C++ interface) is in
+// tests/gpu/test_c_api_gpu.cpp.
 #include "bindings/c/cujit_c.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
+
+#include "jit/kernel_family.h"
 
 namespace {
 
@@ -24,6 +28,48 @@ cujit_tensor bhsd(std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d
   t.strides[1] = s * d;
   t.strides[0] = h * s * d;
   return t;
+}
+
+// A made-up address in `slot`'s region, for the block table and lengths.
+const std::int32_t* fake_i32(int slot) {
+  return reinterpret_cast<const std::int32_t*>(std::uintptr_t{1} << 32 | std::uintptr_t(slot) << 28);
+}
+
+bool has(const std::string& text) { return std::string(cujit_last_error()).find(text) != std::string::npos; }
+
+// A vLLM-style page pool [num_pages, page_size, Hkv, D], viewed as
+// [num_pages, Hkv, page_size, D] by permuting its strides.
+cujit_tensor page_pool(std::int64_t pages, std::int64_t page_size, std::int64_t hkv, std::int64_t d, int slot) {
+  cujit_tensor t = bhsd(pages, hkv, page_size, d, slot);
+  t.strides[0] = page_size * hkv * d;
+  t.strides[1] = d;
+  t.strides[2] = hkv * d;
+  t.strides[3] = 1;
+  return t;
+}
+
+// Decode (Sq = 1) for B = 2, Hq = 8, Hkv = 2, D = 64 over 64 pages of 16 keys,
+// 8 pages (128 keys) per sequence.
+struct KvArgs {
+  cujit_tensor q = bhsd(2, 8, 1, 64, 0), out = bhsd(2, 8, 1, 64, 3);
+  cujit_kv_cache cache{page_pool(64, 16, 2, 64, 1), page_pool(64, 16, 2, 64, 2), fake_i32(4), 8, 0, fake_i32(5)};
+  cujit_status call(const cujit_kv_options* options = nullptr, const cujit_kv_run_options* run = nullptr) const {
+    return cujit_attention_with_kvcache(&q, &cache, &out, options, run);
+  }
+};
+
+cujit_kv_shape decode_shape() {
+  cujit_kv_shape s{};
+  s.batch = 2;
+  s.heads_q = 8;
+  s.heads_kv = 2;
+  s.head_dim = 64;
+  s.dtype = CUJIT_F16;
+  s.seq_q = 1;
+  s.max_seq_k = 128;
+  s.page_size = 16;
+  s.per_sequence_lengths = 1;
+  return s;
 }
 
 TEST(CApi, AbiVersionMatchesTheHeader) { EXPECT_EQ(cujit_c_abi_version(), CUJIT_C_ABI_VERSION); }
@@ -110,6 +156,140 @@ TEST(CApi, PlanRefusesAMissingBuffer) {
   const cujit_tensor t = bhsd(1, 2, 16, 64);
   EXPECT_EQ(cujit_plan(&t, &t, &t, &t, nullptr, nullptr, 0), CUJIT_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cujit_last_error()).find("buffer"), std::string::npos) << cujit_last_error();
+}
+
+TEST(CApi, KvNullArgumentsAreInvalidArgumentsNamingThem) {
+  const KvArgs a;
+  EXPECT_EQ(cujit_attention_with_kvcache(nullptr, &a.cache, &a.out, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("q is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_attention_with_kvcache(&a.q, nullptr, &a.out, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("cache is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_attention_with_kvcache(&a.q, &a.cache, nullptr, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("out is NULL")) << cujit_last_error();
+
+  EXPECT_EQ(cujit_kv_plan_run(nullptr, &a.q, &a.cache, &a.out, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  std::size_t bytes = 7;
+  int splits = 7;
+  char name[64];
+  EXPECT_EQ(cujit_kv_plan_workspace_bytes(nullptr, &bytes), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_kv_plan_num_splits(nullptr, &splits), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_kv_plan_describe(nullptr, name, sizeof name), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_kv_plan_describe(nullptr, nullptr, 0), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("cujit_kv_plan_describe needs a buffer")) << cujit_last_error();
+  EXPECT_EQ(bytes, 7u);
+  EXPECT_EQ(splits, 7);
+
+  const cujit_kv_shape shape = decode_shape();
+  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  cujit_kv_plan* plan = reinterpret_cast<cujit_kv_plan*>(std::uintptr_t{16});  // a stale value, reset on failure
+  EXPECT_EQ(cujit_kv_plan_create(nullptr, nullptr, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("shape is NULL")) << cujit_last_error();
+  EXPECT_EQ(plan, nullptr);
+  cujit_kv_plan_destroy(nullptr);  // a no-op
+}
+
+TEST(CApi, KvUnknownDtypeIsAnInvalidArgumentNamingIt) {
+  KvArgs a;
+  a.cache.v.dtype = 7;
+  EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("cache.v.dtype is 7")) << cujit_last_error();
+  cujit_kv_shape shape = decode_shape();
+  shape.dtype = 9;
+  cujit_kv_plan* plan = nullptr;
+  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("shape.dtype is 9")) << cujit_last_error();
+  EXPECT_EQ(plan, nullptr);
+}
+
+// jit::attention_with_kvcache checks its arguments before it looks for a
+// device, so the library's own messages come back here without a GPU.
+TEST(CApi, KvCacheMistakesComeBackWithTheLibrarysMessage) {
+  {
+    KvArgs a;
+    a.cache.block_table_stride = 3;  // rows of 8 pages cannot be 3 entries apart
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("cache.block_table_stride is 3")) << cujit_last_error();
+  }
+  {
+    KvArgs a;
+    a.cache.k = page_pool(64, 0, 2, 64, 1);
+    a.cache.v = page_pool(64, 0, 2, 64, 2);
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("pages of 0 keys")) << cujit_last_error();
+  }
+  {
+    KvArgs a;
+    a.cache.v = page_pool(64, 16, 4, 64, 2);
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("cache.k and cache.v must have the same shape")) << cujit_last_error();
+  }
+  {
+    KvArgs a;
+    a.cache.pages_per_seq = -1;
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("cache.pages_per_seq is -1")) << cujit_last_error();
+  }
+  {
+    KvArgs a;
+    a.cache.block_table = nullptr;  // contiguous: [B, Hkv, S_cap, D] with B = 64 is not q's batch of 2
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("cache.k has 64 sequences")) << cujit_last_error();
+  }
+}
+
+TEST(CApi, KvOptionsAndRunOptionsReachTheLibrary) {
+  const KvArgs a;
+  cujit_kv_options options{1, 0.f, 300};
+  EXPECT_EQ(a.call(&options), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.num_splits is 300")) << cujit_last_error();
+  options = {1, -1.f, 0};
+  EXPECT_EQ(a.call(&options), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.scale")) << cujit_last_error();
+  cujit_kv_run_options run{};
+  run.lse = reinterpret_cast<float*>(std::uintptr_t{0x70000002});
+  EXPECT_EQ(a.call(nullptr, &run), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("run.lse must be 4-byte aligned")) << cujit_last_error();
+}
+
+TEST(CApi, KvEmptyBatchSucceedsWithoutADeviceAndClearsTheMessage) {
+  KvArgs a;
+  a.q = bhsd(0, 8, 1, 64, 0);
+  a.out = bhsd(0, 8, 1, 64, 3);
+  ASSERT_EQ(cujit_attention_with_kvcache(nullptr, &a.cache, &a.out, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_EQ(a.call(), CUJIT_OK) << cujit_last_error();
+  EXPECT_STREQ(cujit_last_error(), "");
+}
+
+TEST(CApi, KvPlanCreateChecksTheShapeBeforeTheDevice) {
+  cujit_kv_shape shape = decode_shape();
+  shape.heads_q = 6;  // not a multiple of heads_kv = 4
+  shape.heads_kv = 4;
+  cujit_kv_plan* plan = nullptr;
+  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("shape.heads_q (6) must be a multiple of shape.heads_kv (4)")) << cujit_last_error();
+  shape = decode_shape();
+  shape.page_size = 300;
+  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("shape.page_size is 300")) << cujit_last_error();
+  const cujit_kv_options options{1, 0.f, -2};
+  shape = decode_shape();
+  EXPECT_EQ(cujit_kv_plan_create(&shape, &options, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.num_splits is -2")) << cujit_last_error();
+  EXPECT_EQ(plan, nullptr);
+}
+
+TEST(CApi, KvPlanCreateWithoutAGpuIsNoDevice) {
+  if (jit::gpu_present()) GTEST_SKIP() << "a GPU is present: tests/gpu/test_c_api_gpu.cpp makes plans there";
+  const cujit_kv_shape shape = decode_shape();
+  cujit_kv_plan* plan = nullptr;
+  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_NO_DEVICE) << cujit_last_error();
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_STRNE(cujit_last_error(), "");
 }
 
 }  // namespace

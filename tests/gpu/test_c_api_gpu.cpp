@@ -1,10 +1,14 @@
 // The C interface on a GPU: cujit_attention writes the same bits as
 // jit::attention for the same arguments (strided layouts, GQA, causal
 // bottom-right, an explicit scale, the LSE), and cujit_plan names the
-// variant plan_attention names. libcujit_c.so holds its own copy of the
-// runtime, so this also checks that the shared library works on its own.
+// variant plan_attention names; likewise the serving functions against
+// jit/serving.h. libcujit_c.so holds its own copy of the runtime, so this
+// also checks that the shared library works on its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -12,6 +16,7 @@
 #include "bindings/c/cujit_c.h"
 #include "gpu_test_support.h"
 #include "jit/attention.h"
+#include "jit/serving.h"
 
 namespace cujit_test {
 namespace {
@@ -102,6 +107,85 @@ TEST(CApiGpu, HostPointerIsRefusedWithAMessage) {
   const cujit_tensor ck = c_tensor(k.view), cv = c_tensor(v.view), co = c_tensor(out.view);
   EXPECT_EQ(cujit_attention(&t, &ck, &cv, &co, nullptr), CUJIT_INVALID_ARGUMENT);
   EXPECT_NE(std::string(cujit_last_error()).find("q"), std::string::npos) << cujit_last_error();
+}
+
+cujit_kv_cache c_cache(const jit::KvCache& cache) {
+  return {c_tensor(cache.k), c_tensor(cache.v), cache.block_table, cache.pages_per_seq, cache.block_table_stride,
+          cache.seq_lens};
+}
+
+// A paged decode-verification batch (Sq = 2, so NULL options' causal mask
+// shows): shuffled pages of 16 keys, a length per sequence.
+TEST(CApiGpu, KvSameBitsAsTheCppInterfaceAndANarrowTableIsRefused) {
+  CUJIT_REQUIRE_GPU();
+  const jit::DType f16 = jit::DType::f16;
+  const std::int64_t b = 3, hq = 8, hkv = 2, sq = 2, d = 128, page = 16, pages_per_seq = 20;
+  const std::int64_t pool_pages = b * pages_per_seq;
+  // [num_pages, page_size, Hkv, D] storage: random_tensor's [B, H, S, D] with B, H, S = pages, page, Hkv.
+  const jit::DeviceTensor k_pool = jit::random_tensor(f16, pool_pages, page, hkv, d, 11);
+  const jit::DeviceTensor v_pool = jit::random_tensor(f16, pool_pages, page, hkv, d, 12);
+  const jit::DeviceTensor q = jit::random_tensor(f16, b, hq, sq, d, 13);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(pool_pages));
+  std::iota(table.begin(), table.end(), 0);
+  std::shuffle(table.begin(), table.end(), std::mt19937(5));
+  const std::vector<std::int32_t> lengths = {2, 170, 320};
+  const jit::DeviceBuffer d_table = upload_bytes(table.data(), table.size() * 4);
+  const jit::DeviceBuffer d_lengths = upload_bytes(lengths.data(), lengths.size() * 4);
+  jit::KvCache cache;
+  cache.k = jit::TensorView::bshd(k_pool.buffer.data(), f16, pool_pages, page, hkv, d);
+  cache.v = jit::TensorView::bshd(v_pool.buffer.data(), f16, pool_pages, page, hkv, d);
+  cache.block_table = static_cast<const std::int32_t*>(d_table.data());
+  cache.pages_per_seq = pages_per_seq;
+  cache.seq_lens = static_cast<const std::int32_t*>(d_lengths.data());
+  const jit::KvAttentionShape shape{b, hq, hkv, d, f16, sq, pages_per_seq * page, page, true};
+
+  const Dims4 o_dims{b, hq, sq, d};
+  const std::size_t rows = std::size_t(b * hq * sq);
+  TestTensor out_cpp = make_tensor(Layout::bhsd, f16, o_dims), out_c = make_tensor(Layout::bhsd, f16, o_dims);
+  jit::DeviceBuffer lse_cpp(rows * 4), lse_c(rows * 4);
+  const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape);
+  plan.run(q.view, cache, out_cpp.view, {nullptr, static_cast<float*>(lse_cpp.data()), nullptr});
+
+  const cujit_kv_shape c_shape{b, hq, hkv, d, CUJIT_F16, sq, pages_per_seq * page, page, 1};
+  cujit_kv_plan* c_plan = nullptr;
+  ASSERT_EQ(cujit_kv_plan_create(&c_shape, nullptr, nullptr, &c_plan), CUJIT_OK) << cujit_last_error();
+  std::size_t workspace_bytes = 0;
+  int splits = 0;
+  char name[256];
+  ASSERT_EQ(cujit_kv_plan_workspace_bytes(c_plan, &workspace_bytes), CUJIT_OK);
+  ASSERT_EQ(cujit_kv_plan_num_splits(c_plan, &splits), CUJIT_OK);
+  ASSERT_EQ(cujit_kv_plan_describe(c_plan, name, sizeof name), CUJIT_OK);
+  EXPECT_EQ(workspace_bytes, plan.workspace_bytes());
+  EXPECT_EQ(splits, plan.num_splits());
+  EXPECT_EQ(std::string(name), plan.family() + "/" + plan.variant());
+
+  // The caller's workspace, then the plan's own: the same bits as the C++ plan.
+  const cujit_tensor cq = c_tensor(q.view), co = c_tensor(out_c.view);
+  const cujit_kv_cache cc = c_cache(cache);
+  jit::DeviceBuffer workspace(workspace_bytes);
+  for (void* w : {workspace.data(), static_cast<void*>(nullptr)}) {
+    poison(out_c.buffer.data(), out_c.buffer.size());
+    poison(lse_c.data(), lse_c.size());
+    const cujit_kv_run_options run{nullptr, static_cast<float*>(lse_c.data()), w};
+    ASSERT_EQ(cujit_kv_plan_run(c_plan, &cq, &cc, &co, &run), CUJIT_OK) << cujit_last_error();
+    synchronize();
+    EXPECT_EQ(download_storage(out_c), download_storage(out_cpp));
+    EXPECT_EQ(download_u16(lse_c.data(), 2 * rows), download_u16(lse_cpp.data(), 2 * rows));
+  }
+
+  // A table row of 10 pages holds 160 keys, fewer than the plan's 320.
+  cujit_kv_cache narrow = cc;
+  narrow.pages_per_seq = 10;
+  EXPECT_EQ(cujit_kv_plan_run(c_plan, &cq, &narrow, &co, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(cujit_last_error()).find("too narrow"), std::string::npos) << cujit_last_error();
+  cujit_kv_plan_destroy(c_plan);
+
+  // The one-call form: the same bits as jit::attention_with_kvcache.
+  poison(out_c.buffer.data(), out_c.buffer.size());
+  jit::attention_with_kvcache(q.view, cache, out_cpp.view);
+  ASSERT_EQ(cujit_attention_with_kvcache(&cq, &cc, &co, nullptr, nullptr), CUJIT_OK) << cujit_last_error();
+  synchronize();
+  EXPECT_EQ(download_storage(out_c), download_storage(out_cpp));
 }
 
 }  // namespace

@@ -1,0 +1,45 @@
+// The shared pieces of the C interface (c_api_support.h).
+#include "bindings/c/c_api_support.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace cujit_c {
+
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
+}
+
+jit::DType dtype_of(std::int32_t dtype, const std::string& name) {
+  if (dtype == CUJIT_F16) return jit::DType::f16;
+  if (dtype == CUJIT_BF16) return jit::DType::bf16;
+  throw jit::Error(jit::ErrorCode::InvalidArgument,
+                   name + " is " + std::to_string(dtype) + ", not CUJIT_F16 or CUJIT_BF16");
+}
+
+jit::TensorView view_of(const cujit_tensor* t, const std::string& name) {
+  if (t == nullptr) throw jit::Error(jit::ErrorCode::InvalidArgument, name + " is NULL");
+  jit::TensorView v;
+  v.data = t->data;
+  v.dtype = dtype_of(t->dtype, name + ".dtype");
+  for (int i = 0; i < 4; ++i) {
+    v.shape[i] = t->shape[i];
+    v.strides[i] = t->strides[i];
+  }
+  return v;
+}
+
+void check_text_buffer(const char* buffer, std::size_t size, const char* caller) {
+  if (buffer == nullptr || size == 0) {
+    throw jit::Error(jit::ErrorCode::InvalidArgument, std::string(caller) + " needs a buffer of at least 1 byte");
+  }
+}
+
+void copy_text(const std::string& text, char* buffer, std::size_t size) {
+  const std::size_t n = std::min(text.size(), size - 1);
+  std::memcpy(buffer, text.data(), n);
+  buffer[n] = '\0';
+}
+
+}  // namespace cujit_c
