@@ -4,6 +4,7 @@
 #include "jit/attention.h"
 #include "jit/error.h"
 #include "jit/kernel_family.h"
+#include "jit/serving.h"
 #include "jit/tensor.h"
 #include "jit/timing.h"
 #include "jit/warmup.h"

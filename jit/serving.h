@@ -76,9 +76,11 @@ struct KvAttentionOptions {
   std::optional<float> scale;  ///< softmax scale; default 1/sqrt(D); must be > 0
   /// How many parts the key range of each (sequence, KV head) is split into,
   /// each computed by its own CTA and combined in a second pass: 0 lets the
-  /// plan choose from the shape and the GPU's SM count; 1 forces no split, so
-  /// a sequence's result does not depend on what else is in the batch
-  /// (batch-invariant). Any fixed plan is bitwise deterministic run to run.
+  /// plan choose from the shape and the GPU's SM count; 1 forces no split,
+  /// and the tuned config is then one per (rows per KV head, page size)
+  /// whatever the batch and lengths, so a sequence's result does not depend
+  /// on what else is in the batch (batch-invariant). Any fixed plan is
+  /// bitwise deterministic run to run.
   int num_splits = 0;
 };
 

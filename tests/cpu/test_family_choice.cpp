@@ -65,22 +65,59 @@ TEST_F(FamilyChoice, NoFamilyIsUnsupportedAndSaysWhatIs) {
 // way CUJIT_FAMILY's error says it.
 TEST(FamilyRegistry, FastestFirstWithTheKernelsHeadDims) {
   const auto& families = jit::detail::attention_families();
-  ASSERT_EQ(families.size(), 2u);
-  EXPECT_EQ(families[0].family, &jit::detail::sm90_attention_family());
-  EXPECT_EQ(families[1].family, &jit::detail::portable_attention_family());
+  ASSERT_EQ(families.size(), 3u);
+  EXPECT_EQ(families[0].family, &jit::detail::decode_attention_family());
+  EXPECT_EQ(families[1].family, &jit::detail::sm90_attention_family());
+  EXPECT_EQ(families[2].family, &jit::detail::portable_attention_family());
   EXPECT_EQ(jit::detail::head_dims_text(families[0].head_dims), "64, 128, 256");
-  EXPECT_EQ(jit::detail::head_dims_text(families[1].head_dims), "64, 128");
-  EXPECT_TRUE(families[0].runs_on(jit::offline_target("sm_90a")));
-  EXPECT_FALSE(families[0].runs_on(jit::offline_target("sm_89")));
-  EXPECT_TRUE(families[1].runs_on(jit::offline_target("sm_80")));
+  EXPECT_EQ(jit::detail::head_dims_text(families[1].head_dims), "64, 128, 256");
+  EXPECT_EQ(jit::detail::head_dims_text(families[2].head_dims), "64, 128");
+  EXPECT_TRUE(families[0].runs_on(jit::offline_target("sm_80")));
+  EXPECT_TRUE(families[1].runs_on(jit::offline_target("sm_90a")));
+  EXPECT_FALSE(families[1].runs_on(jit::offline_target("sm_89")));
+  EXPECT_TRUE(families[2].runs_on(jit::offline_target("sm_80")));
 }
 
 TEST(FamilyRegistry, ForcedSm90SaysWhatItNeeds) {
-  const jit::detail::FamilyRegistration sm90 = jit::detail::attention_families().front();
+  const jit::detail::FamilyRegistration sm90 = jit::detail::attention_families()[1];
   ASSERT_NE(sm90.requirements, nullptr);
   EXPECT_EQ(sm90.requirements(problem(96), jit::offline_target("sm_89")),
             "an sm_90a GPU (this is sm_89) and head dim 64, 128 or 256 (this is 96)");
   EXPECT_EQ(jit::detail::attention_families().back().requirements, nullptr);  // portable: the common error
+}
+
+// The decode family takes few-row dense problems and every KV-cache problem;
+// the others never take a KV-cache problem.
+TEST(FamilyRegistry, DecodeTakesFewRowsAndKvCaches) {
+  for (const char* arch : {"sm_90a", "sm_89", "sm_80"}) {
+    const jit::Target target = jit::offline_target(arch);
+    jit::detail::AttnProblem decode = problem(128);
+    decode.seq_q = 1;
+    decode.heads_q = 32;
+    decode.heads_kv = 8;
+    EXPECT_EQ(&jit::detail::attention_family_for(decode, target), &jit::detail::decode_attention_family()) << arch;
+    jit::detail::AttnProblem many_rows = decode;
+    many_rows.seq_q = 17;  // past 16 new rows: a prefill family
+    EXPECT_NE(&jit::detail::attention_family_for(many_rows, target), &jit::detail::decode_attention_family()) << arch;
+    jit::detail::AttnProblem chunk = many_rows;  // a prefill chunk against a paged cache
+    chunk.page_size = 16;
+    EXPECT_EQ(&jit::detail::attention_family_for(chunk, target), &jit::detail::decode_attention_family()) << arch;
+    EXPECT_FALSE(jit::detail::sm90_attention_family().supports(chunk, target));
+    EXPECT_FALSE(jit::detail::portable_attention_family().supports(chunk, target));
+  }
+}
+
+// Head dim 256 on sm_89 exists only for the decode family: a prefill problem
+// there says what that family needs rather than listing 256 as supported.
+TEST(FamilyRegistry, HeadDimOfOnlyTheDecodeFamilySaysWhatItNeeds) {
+  try {
+    jit::detail::attention_family_for(problem(256), jit::offline_target("sm_89"));
+    FAIL() << "a prefill problem at head dim 256 was accepted on sm_89";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("head dim 256 has only the decode family, which needs"), std::string::npos)
+        << e.what();
+  }
 }
 
 // CUJIT_FAMILY forces a registered family by its name; one that names none
@@ -96,8 +133,8 @@ TEST(FamilyRegistry, ForcedByName) {
     ADD_FAILURE() << "an unknown family name was accepted";
   } catch (const jit::Error& e) {
     EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("CUJIT_FAMILY='hopper' names no attention family; it is one of auto, sm90, "
-                                         "portable"),
+    EXPECT_NE(std::string(e.what()).find("CUJIT_FAMILY='hopper' names no attention family; it is one of auto, decode, "
+                                         "sm90, portable"),
               std::string::npos)
         << e.what();
   }

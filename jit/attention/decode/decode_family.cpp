@@ -90,12 +90,18 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     auto pow2 = [](std::int64_t n, std::int64_t floor) {
       return std::int64_t(std::bit_ceil(std::uint64_t(std::max(n, floor))));
     };
-    return {{"rows", pow2(packed_rows(p), 1)},
-            {"group", pow2(p.heads_q / std::max<std::int64_t>(p.heads_kv, 1), 1)},
-            {"seq_k", pow2(p.seq_k, 256)},
-            {"batch_kv", pow2(p.batch * p.heads_kv, 1)},
-            {"page", p.page_size > 0 ? pow2(p.page_size, 1) : 0},
-            {"splits", p.num_splits}};
+    Json bucket = {{"rows", pow2(packed_rows(p), 1)},
+                   {"group", pow2(p.heads_q / std::max<std::int64_t>(p.heads_kv, 1), 1)},
+                   {"page", p.page_size > 0 ? pow2(p.page_size, 1) : 0},
+                   {"splits", p.num_splits}};
+    // One split is asked for batch-invariant results: then the config (whose
+    // block size orders the sums) must not change with the batch either, so
+    // one tuning serves every batch size and length.
+    if (p.num_splits != 1) {
+      bucket["seq_k"] = pow2(p.seq_k, 256);
+      bucket["batch_kv"] = pow2(p.batch * p.heads_kv, 1);
+    }
+    return bucket;
   }
 
   std::vector<DecodeConfig> typed_config_space(const AttnSpec&) const override {
