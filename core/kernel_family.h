@@ -73,6 +73,11 @@ class KernelFamily {
   virtual std::string name_expression(const Json& spec, const Json& config) const = 0;
   /// Extra NVRTC options (arch, language standard and -v are cujit's).
   virtual std::vector<std::string> compile_options(const Json&, const Json&) const { return {}; }
+  /// Byte offsets within the kernel's parameter struct of pointers to index
+  /// metadata such as lengths and block tables. Loads through them give
+  /// indices, not data: cujit-sass does not flag a branch on them (a length
+  /// is like a shape). Stored with each compiled variant in the cache.
+  virtual std::vector<int> index_param_offsets(const Json& /*spec*/, const Json& /*config*/) const { return {}; }
 };
 
 }  // namespace jit

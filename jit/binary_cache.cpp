@@ -289,7 +289,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
   }
   compile(request, out);
   if (root) {
-    const Json meta = {
+    Json meta = {
         {"variant", out.variant},
         {"family", family.name()},
         {"arch", arch},
@@ -302,6 +302,10 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
         {"spec", spec},
         {"config", config},
     };
+    // What cujit-sass's audit reads as index pointers; absent means none.
+    if (const std::vector<int> index_params = family.index_param_offsets(spec, config); !index_params.empty()) {
+      meta["index_params"] = index_params;
+    }
     publish(*cache_root_dir(), key, out, meta);
   }
   return out;

@@ -137,6 +137,28 @@ int destination_width(const Instruction& in) {
 // Where a value can come from: bits of a mark.
 constexpr std::uint8_t kData = 1;  // memory holding the inputs
 constexpr std::uint8_t kSync = 2;  // synchronization state
+constexpr std::uint8_t kIndexPointer = 4;  // an index parameter's pointer (AuditOptions::index_params)
+
+// Byte ranges [first, last) of constant bank 0 that hold index parameters.
+using ConstantRanges = std::vector<std::pair<unsigned, unsigned>>;
+
+// Whether an operand reads bank 0 inside one of the ranges: "c[0x0][0x2a8]"
+// (ULDC.64, LDC.64, or a source of IMAD.WIDE / LEA / IADD3 directly). The
+// pointer's high word ("c[0x0][0x2ac]", as LEA.HI.X reads it) counts too.
+bool reads_index_constant(const std::string& operand, const ConstantRanges& ranges) {
+  if (ranges.empty()) return false;
+  static const std::regex pattern(R"(c\[0x0\]\[(0x[0-9a-fA-F]+)\])");
+  for (std::sregex_iterator it(operand.begin(), operand.end(), pattern), end; it != end; ++it) {
+    const unsigned offset = unsigned(std::stoul((*it)[1], nullptr, 16));
+    for (const auto& [first, last] : ranges) {
+      if (offset >= first && offset < last) return true;
+    }
+  }
+  return false;
+}
+
+// Global loads whose address may be an index pointer: their result is then an index.
+bool loads_global(const std::string& base) { return base == "LDG" || base == "LD"; }
 
 // Destinations carry data whatever the operands: loads of global, shared or
 // local memory, and wgmma (which reads its operands from shared memory).
@@ -252,7 +274,7 @@ void mark_range(State& state, const RegisterRef& r, int width, std::uint8_t valu
 }
 
 // Applies instruction `index` to the state; records how it first produced data.
-void transfer(const Instruction& in, int index, State& state, Cause& cause) {
+void transfer(const Instruction& in, int index, State& state, Cause& cause, const ConstantRanges& index_constants) {
   const Marks& marks = state.marks;
   const std::string base = base_opcode(in.opcode);
   const std::vector<std::size_t> dests = destination_operands(in);
@@ -262,6 +284,7 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause) {
     const std::uint8_t m = marks[std::size_t(reg)];
     sources |= m;
     if ((m & kData) && data_via == -2) data_via = reg;
+    return m;
   };
   // Which sources are register pairs: all of a ".64" instruction's; of
   // IMAD.WIDE's "R10, R19, UR16, R10", only the addend (the third source):
@@ -269,14 +292,18 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause) {
   const bool wide = has_modifier(in.opcode, "WIDE");
   const bool wide_sources = has_modifier(in.opcode, "64");
   std::size_t source_position = 0;
+  std::uint8_t address = 0;  // marks of the memory operands ("[...]") alone
   for (std::size_t i = 0; i < in.operands.size(); ++i) {
     if (std::find(dests.begin(), dests.end(), i) != dests.end()) continue;
     const bool pair = wide_sources || (wide && (source_position == 2 || in.operands.size() - dests.size() < 3));
     ++source_position;
+    std::uint8_t operand = reads_index_constant(in.operands[i], index_constants) ? kIndexPointer : 0;
     for (const RegisterRef& r : registers_in(in.operands[i])) {
       const int width = pair && r.index < kUniformBase + 64 ? std::max(r.width, 2) : r.width;
-      for (int k = 0; k < width && r.index + k < kRegisters; ++k) read(r.index + k);
+      for (int k = 0; k < width && r.index + k < kRegisters; ++k) operand |= read(r.index + k);
     }
+    sources |= operand;
+    if (in.operands[i].find('[') != std::string::npos) address |= operand;
   }
   if (reads_destination(in)) {
     for (std::size_t d : dests) {
@@ -291,8 +318,14 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause) {
   if (guarded) read(registers_in(in.guard).at(0).index);
   std::uint8_t value = sources;
   if (loads_data(base)) {
-    value |= kData;
-    data_via = -1;
+    // A loaded value is never the parameter's pointer itself. Through an
+    // index pointer (and no data) it is an index; otherwise it is data.
+    value &= std::uint8_t(~kIndexPointer);
+    const bool index_load = loads_global(base) && (address & kIndexPointer) && !(address & kData);
+    if (!index_load) {
+      value |= kData;
+      data_via = -1;
+    }
   }
   if (reads_sync_state(base)) value |= kSync;
   if ((value & kData) && cause.via == -2) {
@@ -339,18 +372,33 @@ const char* to_string(BranchKind kind) {
   return "?";
 }
 
+std::optional<unsigned> parameter_bank_base(const std::string& arch) {
+  static const std::regex pattern(R"(sm_(\d+)[a-z]?)");
+  std::smatch m;
+  if (!std::regex_match(arch, m, pattern)) return std::nullopt;
+  const int cc = std::stoi(m[1]);
+  if (cc >= 75 && cc < 90) return 0x160u;
+  if (cc == 90) return 0x210u;
+  if (cc == 100 || cc == 120) return 0x380u;
+  return std::nullopt;
+}
+
 std::vector<Function> parse_sass(const std::string& text) {
+  static const std::regex arch_line(R"(code for (sm_[0-9a-z]+))");
   static const std::regex function_line(R"(Function\s*:\s*(\S+))");
   static const std::regex instruction_line(R"(^\s*/\*([0-9a-fA-F]+)\*/\s*(.*?)\s*;)");
   std::vector<Function> functions;
   std::istringstream lines(text);
   std::string line;
   std::smatch m;
+  std::string arch;
   while (std::getline(lines, line)) {
-    if (std::regex_search(line, m, function_line)) {
-      functions.push_back({m[1], {}});
+    if (std::regex_search(line, m, arch_line)) {
+      arch = m[1];
+    } else if (std::regex_search(line, m, function_line)) {
+      functions.push_back({m[1], arch, {}});
     } else if (std::regex_search(line, m, instruction_line)) {
-      if (functions.empty()) functions.push_back({"", {}});
+      if (functions.empty()) functions.push_back({"", arch, {}});
       functions.back().instructions.push_back(parse_instruction(unsigned(std::stoul(m[1], nullptr, 16)), m[2]));
     }
   }
@@ -363,8 +411,14 @@ int Audit::data_branches() const {
   return n;
 }
 
-Audit audit_function(const Function& function) {
+Audit audit_function(const Function& function, const AuditOptions& options) {
   Audit audit;
+  ConstantRanges index_constants;
+  if (const auto base = parameter_bank_base(function.arch)) {
+    for (int offset : options.index_params) {
+      if (offset >= 0) index_constants.push_back({*base + unsigned(offset), *base + unsigned(offset) + 8});
+    }
+  }
   audit.function = function.name;
   const std::vector<Instruction>& code = function.instructions;
   for (const std::string& family : kCountedOpcodes) audit.counts[family] = 0;
@@ -452,7 +506,7 @@ Audit audit_function(const Function& function) {
         if (conditional && i + 1 < code.size()) flow_to(i + 1);
         break;
       }
-      transfer(in, int(i), state, causes[i]);
+      transfer(in, int(i), state, causes[i], index_constants);
       if (i + 1 == code.size()) break;
     }
   }

@@ -11,8 +11,17 @@
 // control-flow graph; an unpredicated write replaces a register's marks, a
 // predicated one adds to them. A conditional branch whose predicate carries
 // the data mark can make the kernel's timing depend on q, k or v.
+//
+// Index parameters: pointer parameters a kernel family names as pointing at
+// index metadata (sequence lengths, block tables). A global load through one
+// gives an index value, not data: a branch on a length is like a branch on a
+// shape. A register read from such a parameter's constant-bank slot carries
+// an index-pointer mark that flows like the others; an LDG/LD whose address
+// carries it and not the data mark produces a clean value. Metadata staged
+// through shared memory, or loaded with an address mixing in data, stays data.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +40,7 @@ struct Instruction {
 
 struct Function {
   std::string name;
+  std::string arch;  // "sm_90a" from cuobjdump's "code for sm_90a" line; "" when there is none
   std::vector<Instruction> instructions;
 };
 
@@ -39,7 +49,7 @@ std::vector<Function> parse_sass(const std::string& text);
 
 enum class BranchKind {
   unconditional,  // BRA with no predicate, or a predicate that is always true
-  index,          // predicate computed from indices, lengths and parameters only
+  index,          // predicate from indices, parameters, and values loaded through index parameters
   sync,           // predicate from synchronization state (an mbarrier wait loop)
   data,           // predicate may depend on loaded data: flagged
   indirect,       // target not in the instruction (BRX, JMX): not analysed
@@ -83,7 +93,20 @@ inline const std::vector<std::string> kCountedOpcodes = {"HGMMA", "HMMA",   "UTM
                                                          "LDG",   "STG",    "LDS",     "STS",     "LDSM",
                                                          "LDL",   "STL",    "MUFU.EX2", "BAR",    "SYNCS"};
 
-Audit audit_function(const Function& function);
+// Where the kernel's parameter struct starts in constant bank 0 for an arch
+// ("sm_90a" -> 0x210), or nullopt for an arch not known here. Read from the
+// EIATTR_PARAM_CBANK attribute of cubins nvcc -cubin built from a small kernel:
+// 0x160 on sm_75/80/86/89, 0x210 on sm_90a, 0x380 on sm_100a/sm_120.
+std::optional<unsigned> parameter_bank_base(const std::string& arch);
+
+struct AuditOptions {
+  // Byte offsets within the kernel's parameter struct of pointers to index
+  // metadata (KernelFamily::index_param_offsets). Ignored (every load is
+  // data) when the function's arch has no known parameter_bank_base.
+  std::vector<int> index_params;
+};
+
+Audit audit_function(const Function& function, const AuditOptions& options = {});
 
 // explain: each flagged branch's chain as well.
 nlohmann::json to_json(const Audit& audit, bool explain = false);

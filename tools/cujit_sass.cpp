@@ -6,12 +6,15 @@
 // is flagged (attention's control flow should depend only on shapes).
 // Runs where cuobjdump (CUDA toolkit) is; --sass reads saved SASS instead;
 // --explain prints, for each flagged branch, the instructions that carried the
-// data mark from a load to its predicate.
+// data mark from a load to its predicate. A cache entry's "index_params"
+// (KernelFamily::index_param_offsets: pointers to lengths and block tables)
+// make loads through those parameters indices, not data (sass/sass_audit.h).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -38,7 +41,28 @@ struct Variant {
   std::string arch;
   nlohmann::json resources;  // registers, spill bytes, local, static shared
   jit::sass::Audit audit;
+  std::vector<int> index_params;  // the cache entry's "index_params", or --index-params with --sass
 };
+
+// Index parameters beyond this offset cannot be in a kernel's parameter struct.
+constexpr std::int64_t kMaxParameterBytes = 32764;
+
+// An entry's "index_params": absent is none; anything but a list of offsets
+// within a parameter struct is nullopt (the caller then applies none, so a
+// bad entry can only make the audit stricter).
+std::optional<std::vector<int>> index_params_of(const nlohmann::json& meta) {
+  const auto it = meta.find("index_params");
+  if (it == meta.end()) return std::vector<int>{};
+  if (!it->is_array()) return std::nullopt;
+  std::vector<int> out;
+  for (const nlohmann::json& offset : *it) {
+    if (!offset.is_number_integer()) return std::nullopt;
+    const std::int64_t value = offset.get<std::int64_t>();
+    if (value < 0 || value >= kMaxParameterBytes) return std::nullopt;
+    out.push_back(int(value));
+  }
+  return out;
+}
 
 std::string run_command(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
@@ -125,6 +149,11 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
     v.name = variant.state == jit::cache::FieldState::ok ? variant.value : file.relative;
     v.arch = jit::cache::string_field(entry->meta, "arch").value;
     if (!filter.empty() && v.name.find(filter) == std::string::npos) continue;
+    const std::optional<std::vector<int>> index_params = index_params_of(entry->meta);
+    if (!index_params) {
+      std::cerr << "cujit-sass: " << file.relative << ": ignoring index_params (not a list of parameter offsets)\n";
+    }
+    v.index_params = index_params.value_or(std::vector<int>{});
     std::ofstream(temp_name, std::ios::binary | std::ios::trunc) << entry->payload;
     v.resources = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, temp_name)));
     v.resources["spill_store_bytes"] = jit::cache::integer_field(entry->meta, "spill_store_bytes").value;
@@ -134,14 +163,19 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
     const auto functions = jit::sass::parse_sass(sass);
     for (const auto& f : functions) {
       if (f.instructions.empty()) continue;
-      v.audit = jit::sass::audit_function(f);
+      if (!v.index_params.empty() && !jit::sass::parameter_bank_base(f.arch)) {
+        std::cerr << "cujit-sass: " << v.name << ": parameters of " << (f.arch.empty() ? "this arch" : f.arch)
+                  << " are not located; its index_params are not applied\n";
+      }
+      v.audit = jit::sass::audit_function(f, {v.index_params});
       out.push_back(v);
     }
   }
   return out;
 }
 
-std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, const std::string& filter) {
+std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, const std::string& filter,
+                                       const std::vector<int>& index_params) {
   std::vector<Variant> out;
   for (const std::string& path : paths) {
     std::ifstream in(path);
@@ -150,7 +184,8 @@ std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, co
     text << in.rdbuf();
     for (const auto& f : jit::sass::parse_sass(text.str())) {
       if (f.instructions.empty() || (!filter.empty() && f.name.find(filter) == std::string::npos)) continue;
-      out.push_back({f.name, "", nlohmann::json::object(), jit::sass::audit_function(f)});
+      out.push_back({f.name, f.arch, nlohmann::json::object(), jit::sass::audit_function(f, {index_params}),
+                     index_params});
     }
   }
   return out;
@@ -190,15 +225,23 @@ int main(int argc, char** argv) {
   std::string filter;
   std::string cuobjdump = "cuobjdump";
   std::string save_dir;
+  std::vector<int> index_params;
   bool json = false;
   bool strict = false;
   bool explain = false;
   app.add_option("--cache", cache_dir, "cache root (default: CUJIT_CACHE_DIR or the default cache)");
-  app.add_option("--sass", sass_files, "read saved `cuobjdump -sass` output instead of the cache (repeatable)");
+  CLI::Option* sass_option =
+      app.add_option("--sass", sass_files, "read saved `cuobjdump -sass` output instead of the cache (repeatable)");
   app.add_option("--variant", filter, "only variants whose name contains this");
   app.add_option("--cuobjdump", cuobjdump, "the cuobjdump to run");
   app.add_option("--save-sass", save_dir, "also write each variant's SASS to DIR/<variant>.<arch>.sass")
       ->check(CLI::ExistingDirectory);
+  app.add_option("--index-params", index_params,
+                 "with --sass: byte offsets in the parameter struct of pointers to index metadata (lengths, block "
+                 "tables), comma-separated, as the cache records them (the decode kernel's: 152,136)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, int(kMaxParameterBytes) - 1))
+      ->needs(sass_option);
   app.add_flag("--json", json, "one JSON array on stdout instead of the table");
   app.add_flag("--strict", strict, "exit 1 when any branch depends on loaded data");
   app.add_flag("--explain", explain,
@@ -208,7 +251,7 @@ int main(int argc, char** argv) {
     const std::vector<Variant> variants =
         sass_files.empty() ? variants_in_cache(cache_dir.empty() ? jit::cache_directory() : cache_dir, cuobjdump, filter,
                                                  save_dir)
-                           : variants_in_files(sass_files, filter);
+                           : variants_in_files(sass_files, filter, index_params);
     int flagged = 0;
     for (const Variant& v : variants) flagged += v.audit.data_branches();
     if (json) {
@@ -218,6 +261,7 @@ int main(int argc, char** argv) {
         j["variant"] = v.name;
         j["arch"] = v.arch;
         j["resources"] = v.resources;
+        j["index_params"] = v.index_params;
         out.push_back(j);
       }
       std::cout << out.dump(2) << "\n";

@@ -12,8 +12,8 @@ namespace {
 using jit::sass::BranchKind;
 
 // Wraps instructions (one per string, addresses 0x10 apart) as cuobjdump prints them.
-std::string sass(const std::vector<std::string>& body) {
-  std::string text = "\n\tcode for sm_90a\n\t\tFunction : kernel\n";
+std::string sass(const std::vector<std::string>& body, const std::string& arch = "sm_90a") {
+  std::string text = "\n\tcode for " + arch + "\n\t\tFunction : kernel\n";
   char line[256];
   for (std::size_t i = 0; i < body.size(); ++i) {
     std::snprintf(line, sizeof line, "        /*%04zx*/   %s ;   /* 0x0000000000000000 */\n", i * 16, body[i].c_str());
@@ -23,10 +23,11 @@ std::string sass(const std::vector<std::string>& body) {
   return text;
 }
 
-jit::sass::Audit audit(const std::vector<std::string>& body) {
-  const auto functions = jit::sass::parse_sass(sass(body));
+jit::sass::Audit audit(const std::vector<std::string>& body, const jit::sass::AuditOptions& options = {},
+                       const std::string& arch = "sm_90a") {
+  const auto functions = jit::sass::parse_sass(sass(body, arch));
   EXPECT_EQ(functions.size(), 1u);
-  return jit::sass::audit_function(functions.at(0));
+  return jit::sass::audit_function(functions.at(0), options);
 }
 
 BranchKind kind_at(const jit::sass::Audit& a, unsigned address) {
@@ -40,6 +41,7 @@ TEST(SassParse, ReadsFunctionsGuardsOpcodesAndOperands) {
   const auto functions = jit::sass::parse_sass(sass({"@!P1 BRA 0x40", "HGMMA.64x128x16.F32 R24, gdesc[UR8], R24, gsb0"}));
   ASSERT_EQ(functions.size(), 1u);
   EXPECT_EQ(functions[0].name, "kernel");
+  EXPECT_EQ(functions[0].arch, "sm_90a");
   ASSERT_EQ(functions[0].instructions.size(), 2u);
   const auto& bra = functions[0].instructions[0];
   EXPECT_EQ(bra.guard, "P1");
@@ -245,6 +247,94 @@ TEST(SassAudit, ExplainChainAcrossABackEdgeEndsAtTheLoad) {
   EXPECT_EQ(chain[1].address, 0x10u);
   EXPECT_EQ(chain[2].address, 0x30u);
   EXPECT_EQ(chain[2].via, "");
+}
+
+// Index parameters. Offsets as in DecodeParams: seq_lens at 0x98, block_table
+// at 0x88, q at 0 and k at 0x8; on sm_90a the struct starts at c[0x0][0x210].
+const jit::sass::AuditOptions kDecodeIndexParams = {{0x98, 0x88}};
+
+// Loads a length through the parameter at `pointer` and loops up to it.
+std::vector<std::string> loop_to_loaded_length(const std::string& pointer) {
+  return {"S2R R0, SR_CTAID.X", "ULDC.64 UR4, c[0x0][0x208]", "LDC.64 R2, " + pointer, "IMAD.WIDE R2, R0, 0x4, R2",
+          "LDG.E R5, desc[UR4][R2.64]", "MOV R7, RZ", "IADD3 R7, R7, 0x1, RZ", "ISETP.GE.AND P0, PT, R7, R5, PT",
+          "@!P0 BRA 0x60", "EXIT"};
+}
+
+TEST(SassAudit, LoopBoundLoadedThroughAnIndexParameterIsAnIndex) {
+  const auto a = audit(loop_to_loaded_length("c[0x0][0x2a8]"), kDecodeIndexParams);
+  EXPECT_EQ(kind_at(a, 0x80), BranchKind::index);
+  EXPECT_EQ(a.data_branches(), 0);
+  // Without the option, or through another pointer parameter (q), it is data.
+  EXPECT_EQ(kind_at(audit(loop_to_loaded_length("c[0x0][0x2a8]")), 0x80), BranchKind::data);
+  EXPECT_EQ(kind_at(audit(loop_to_loaded_length("c[0x0][0x210]"), kDecodeIndexParams), 0x80), BranchKind::data);
+}
+
+// ULDC into a uniform pair, and the constant read straight into address
+// arithmetic (IMAD.WIDE's addend; LEA and LEA.HI.X with the high word) on
+// sm_80, where the struct starts at c[0x0][0x160].
+TEST(SassAudit, IndexParameterReadInAddressArithmetic) {
+  const auto uniform = audit({"S2R R0, SR_CTAID.X", "ULDC.64 UR6, c[0x0][0x2a8]", "IMAD.WIDE R2, R0, 0x4, UR6",
+                              "LDG.E R5, desc[UR4][R2.64]", "ISETP.GE.AND P0, PT, R5, 0x10, PT", "@P0 BRA 0x70",
+                              "NOP", "EXIT"},
+                             kDecodeIndexParams);
+  EXPECT_EQ(kind_at(uniform, 0x50), BranchKind::index);
+  const auto direct = audit({"S2R R0, SR_CTAID.X", "IMAD.WIDE R2, R0, 0x4, c[0x0][0x1f8]", "LDG.E R5, [R2.64]",
+                             "ISETP.GE.AND P0, PT, R5, 0x10, PT", "@P0 BRA 0x60", "NOP", "EXIT"},
+                            kDecodeIndexParams, "sm_80");
+  EXPECT_EQ(kind_at(direct, 0x40), BranchKind::index);
+  const auto lea = audit({"S2R R0, SR_CTAID.X", "SHF.R.S32.HI R1, RZ, 0x1f, R0", "LEA R2, P1, R0, c[0x0][0x1f8], 0x2",
+                          "LEA.HI.X R3, R0, c[0x0][0x1fc], R1, 0x2, P1", "LDG.E R5, [R2.64]",
+                          "ISETP.GE.AND P0, PT, R5, 0x10, PT", "@P0 BRA 0x80", "NOP", "EXIT"},
+                         kDecodeIndexParams, "sm_80");
+  EXPECT_EQ(kind_at(lea, 0x60), BranchKind::index);
+  // The same offsets on sm_90a's base name other parameters there: data.
+  const auto other_base = audit({"S2R R0, SR_CTAID.X", "IMAD.WIDE R2, R0, 0x4, c[0x0][0x1f8]", "LDG.E R5, [R2.64]",
+                                 "ISETP.GE.AND P0, PT, R5, 0x10, PT", "@P0 BRA 0x60", "NOP", "EXIT"},
+                                kDecodeIndexParams);
+  EXPECT_EQ(kind_at(other_base, 0x40), BranchKind::data);
+  // An arch with no known base: index parameters are not applied.
+  EXPECT_EQ(kind_at(audit(loop_to_loaded_length("c[0x0][0x2a8]"), kDecodeIndexParams, "sm_61"), 0x80),
+            BranchKind::data);
+}
+
+TEST(SassAudit, ValueFromAnIndexLoadAndADataLoadIsData) {
+  const auto a = audit({"LDC.64 R2, c[0x0][0x2a8]", "LDG.E R5, desc[UR4][R2.64]", "LDC.64 R8, c[0x0][0x218]",
+                        "LDG.E R6, desc[UR4][R8.64]", "IADD3 R7, R5, R6, RZ", "ISETP.GE.AND P0, PT, R7, 0x10, PT",
+                        "@P0 BRA 0x80", "NOP", "EXIT"},
+                       kDecodeIndexParams);
+  EXPECT_EQ(kind_at(a, 0x60), BranchKind::data);
+  ASSERT_EQ(a.branches.at(0).chain.size(), 4u);
+  EXPECT_EQ(a.branches.at(0).chain.back().address, 0x30u);  // the load of k, not the length
+}
+
+// A page id from the block table is an index, but k loaded at an address
+// computed from it is data: the loaded id does not carry the pointer's mark.
+TEST(SassAudit, DataLoadedAtAnAddressFromAPageIdIsData) {
+  const auto a = audit({"LDC.64 R2, c[0x0][0x298]", "LDG.E R5, desc[UR4][R2.64]", "LDC.64 R8, c[0x0][0x218]",
+                        "IMAD.WIDE R8, R5, 0x100, R8", "LDG.E R6, desc[UR4][R8.64]", "FSETP.GT.AND P0, PT, R6, RZ, PT",
+                        "@P0 BRA 0x80", "NOP", "EXIT"},
+                       kDecodeIndexParams);
+  EXPECT_EQ(kind_at(a, 0x60), BranchKind::data);
+}
+
+// Only the address decides: a load of q guarded by a test of the index
+// pointer (seq_lens != null) still loads data.
+TEST(SassAudit, IndexPointerInTheGuardOnlyDoesNotMakeALoadAnIndex) {
+  const auto a = audit({"LDC.64 R2, c[0x0][0x2a8]", "ISETP.NE.U32.AND P1, PT, R2, RZ, PT", "LDC.64 R8, c[0x0][0x210]",
+                        "@P1 LDG.E R6, desc[UR4][R8.64]", "FSETP.GT.AND P0, PT, R6, RZ, PT", "@P0 BRA 0x70", "NOP",
+                        "EXIT"},
+                       kDecodeIndexParams);
+  EXPECT_EQ(kind_at(a, 0x50), BranchKind::data);
+}
+
+TEST(SassAudit, ParameterBankBaseByArch) {
+  EXPECT_EQ(jit::sass::parameter_bank_base("sm_90a"), 0x210u);
+  EXPECT_EQ(jit::sass::parameter_bank_base("sm_90"), 0x210u);
+  EXPECT_EQ(jit::sass::parameter_bank_base("sm_80"), 0x160u);
+  EXPECT_EQ(jit::sass::parameter_bank_base("sm_89"), 0x160u);
+  EXPECT_EQ(jit::sass::parameter_bank_base("sm_100a"), 0x380u);
+  EXPECT_EQ(jit::sass::parameter_bank_base("sm_61"), std::nullopt);
+  EXPECT_EQ(jit::sass::parameter_bank_base(""), std::nullopt);
 }
 
 TEST(SassAudit, JsonListsFlaggedBranches) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 
 #include "jit/attention/decode/decode_combine.h"
 #include "jit/error.h"
@@ -163,6 +164,11 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (!runs_on(target) || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
     // Dense problems with few rows per KV head; everything over a cache.
     return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
+  }
+
+  // Lengths and page ids: a branch on them is like a branch on a shape.
+  std::vector<int> index_param_offsets(const Json&, const Json&) const override {
+    return {int(offsetof(cujit::DecodeParams, seq_lens)), int(offsetof(cujit::DecodeParams, block_table))};
   }
 
   std::vector<Companion> companions(const Json& spec) const override {
