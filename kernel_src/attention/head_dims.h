@@ -23,7 +23,8 @@ constexpr HeadDims kPortableHeadDims{{64, 128}, 2};
 // wgmma, TMA (sm_90a): up to 256, which needs the Hopper register split.
 constexpr HeadDims kSm90HeadDims{{64, 128, 256}, 3};
 // The split-KV decode kernel (mma.sync, cp.async; sm_80 and newer): its few
-// query rows leave registers for D = 256.
+// query rows leave registers for D = 256, on sm_90 only (the decode family's
+// pruning says why).
 constexpr HeadDims kDecodeHeadDims{{64, 128, 256}, 3};
 
 }  // namespace cujit

@@ -46,12 +46,13 @@ std::vector<CompileCase> all_cases() {
 #ifndef CUJIT_COMPILE_ALL_DTYPES
               // A family with many specs: its default config of each here,
               // every config under compile_full.
-              if (variants.size() > 1) configs = {served.family->default_config(spec, target)};
+              if (variants.size() > 1 && !configs.empty()) configs = {served.family->default_config(spec, target)};
 #endif
               for (const jit::Json& config : configs) {
                 std::string name = arch + std::string("_") + served.family->variant_name(spec, config);
                 cases.push_back({served.family, arch, spec, config, name});
               }
+              if (configs.empty()) continue;  // this spec is not served on this arch
               for (const auto& companion : served.family->companions(spec)) {
                 std::string name = arch + std::string("_") + companion.family->variant_name(companion.spec, companion.config);
                 const bool seen = std::any_of(cases.begin(), cases.end(), [&](const CompileCase& c) { return c.name == name; });

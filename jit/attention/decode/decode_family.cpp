@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <optional>
 #include <cstddef>
 
 #include "jit/attention/decode/decode_combine.h"
@@ -45,11 +46,22 @@ std::int64_t packed_rows(const AttnProblem& p) { return p.heads_q / std::max<std
 
 // Registers per thread: the fp32 O (D / 2) and scores (keys per warp / 2), Q's
 // fragments when they stay in registers (D <= 128), and about 96 for
-// addresses and the softmax (ptxas reports).
+// addresses and the softmax (112 at D = 256, whose 16-byte chunks take more
+// load passes), from the ptxas reports.
 int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
   const int key_warps = c.warps / (s.block_m / 16);
   const int keys_per_warp = c.bn / key_warps;
-  return s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0) + 96;
+  return s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0) +
+         (s.head_dim > 128 ? 112 : 96);
+}
+
+// D = 256 fits the registers without spilling only as sm_90's ptxas
+// allocates them, and with four warps or more (ptxas reports for sm_80/sm_89).
+std::optional<std::string> why_head_dim_256_is_out(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
+  if (s.head_dim <= 128) return std::nullopt;
+  if (target.cc < 90) return fmt::format("head dim {} spills on {}: sm_90 only", s.head_dim, target.arch);
+  if (c.warps < 4) return fmt::format("head dim {} with {} warps spills", s.head_dim, c.warps);
+  return std::nullopt;
 }
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
@@ -131,6 +143,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
     }
+    if (auto why = why_head_dim_256_is_out(s, c, target)) return why;
     if (const int regs = estimated_registers(s, c); regs > 255) {
       return fmt::format("needs about {} registers per thread (limit 255, it would spill)", regs);
     }
@@ -162,6 +175,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   bool supports(const AttnProblem& p, const Target& target) const override {
     if (!runs_on(target) || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
+    if (p.head_dim > 128 && target.cc < 90) return false;  // why_head_dim_256_is_out
     // Dense problems with few rows per KV head; everything over a cache.
     return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
   }
@@ -307,10 +321,9 @@ const AttentionFamily& decode_attention_family() {
 
 FamilyRegistration decode_registration() {
   auto requirements = [](const AttnProblem& problem, const Target& target) {
-    return fmt::format("an sm_80 or newer GPU (this is {}), head dim {} (this is {}), and a KV cache or at most 16 "
-                       "query rows and {} query rows per KV head (this is {} and {})",
-                       target.arch, head_dims_text(cujit::kDecodeHeadDims, " or "), problem.head_dim,
-                       kDecodeMaxDenseRows, problem.seq_q, packed_rows(problem));
+    return fmt::format("an sm_80 or newer GPU, head dim 64 or 128 or, on sm_90, 256 (this is {} and head dim {}), "
+                       "and a KV cache or at most 16 query rows and {} query rows per KV head (this is {} and {})",
+                       target.arch, problem.head_dim, kDecodeMaxDenseRows, problem.seq_q, packed_rows(problem));
   };
   return {&decode_attention_family(), "decode", cujit::kDecodeHeadDims, &DecodeAttentionFamily::runs_on,
           requirements};
