@@ -135,7 +135,8 @@ KvAttentionPlan plan_kv_attention(const KvAttentionShape& shape, const KvAttenti
 
 /// One call: the shape is read from the arguments (max_seq_k from the cache's
 /// capacity: S_cap, or pages_per_seq * page_size), planned on the first call
-/// and kept per shape.
+/// and kept per shape. The workspace is the library's, one per stream
+/// (run.workspace is for plans and is not read here).
 void attention_with_kvcache(const TensorView& q, const KvCache& cache, const TensorView& out,
                             const KvAttentionOptions& options = {}, const KvRunOptions& run = {});
 

@@ -208,9 +208,10 @@ void attention_with_kvcache(const TensorView& q, const KvCache& cache, const Ten
       plans.emplace(key, impl);
     }
   }
-  // The library's per-stream workspace, not the plan's: calls on different
-  // streams may share a plan.
-  void* workspace = run.workspace != nullptr ? run.workspace : detail::stream_workspace(run.stream, impl->plan.workspace_bytes);
+  // The library's per-stream workspace, not the plan's (calls on different
+  // streams may share a plan), nor run.workspace: the caller cannot know this
+  // plan's size.
+  void* workspace = detail::stream_workspace(run.stream, impl->plan.workspace_bytes);
   impl->launch(q, cache, out, run, workspace);
 }
 
