@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "jit/attention/fixed_kernel_family.h"
+#include "jit/attention/kv_validation.h"
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/log.h"
@@ -38,7 +39,7 @@ void check_kv_contents(const AttnProblem& problem, const KvCache& cache, Stream 
   }
   const bool paged = problem.page_size > 0;
   const std::int64_t pages_per_seq = paged ? cache.pages_per_seq : 0;
-  const std::int64_t table_stride = cache.block_table_stride != 0 ? cache.block_table_stride : cache.pages_per_seq;
+  const std::int64_t table_stride = table_stride_of(cache);
   const std::int64_t slots = problem.batch * (pages_per_seq + 1);
   if (slots >= INT_MAX) {
     log_info("CUJIT_CHECK: {} table entries are too many to check", slots);

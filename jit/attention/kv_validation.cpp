@@ -92,7 +92,7 @@ void check_paged_cache(const AttnProblem& p, const KvCache& cache) {
                         "the plan was made for up to {} (max_seq_k): give at least {} pages per sequence",
                         cache.pages_per_seq, p.page_size, keys, p.seq_k, pages));
   }
-  const std::int64_t stride = cache.block_table_stride > 0 ? cache.block_table_stride : cache.pages_per_seq;
+  const std::int64_t stride = table_stride_of(cache);  // a negative stride is refused just below
   if (cache.block_table_stride < 0 || stride < cache.pages_per_seq) {
     invalid(fmt::format("cache.block_table_stride is {}; it must be 0 (rows of cache.pages_per_seq entries) or at "
                         "least cache.pages_per_seq ({}), else the table's rows overlap",

@@ -3,6 +3,7 @@
 // attention_with_kvcache reads off its arguments. Plain data, no GPU.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 #include "jit/attention/attention_problem.h"
 #include "jit/serving.h"
@@ -24,6 +25,12 @@ AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOption
 // lengths) are not read.
 void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache& cache, const TensorView& out,
                   const KvRunOptions& run, std::size_t workspace_bytes);
+
+// Elements between block-table rows: block_table_stride, or pages_per_seq
+// when that is 0.
+inline std::int64_t table_stride_of(const KvCache& cache) {
+  return cache.block_table_stride != 0 ? cache.block_table_stride : cache.pages_per_seq;
+}
 
 // What attention_with_kvcache plans for: B, Hq, Sq, D and the dtype from q,
 // Hkv from cache.k; paged (block_table set): page_size = cache.k.shape[2] and

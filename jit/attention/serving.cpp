@@ -32,9 +32,9 @@ struct KvAttentionPlan::Impl {
 
   void launch(const TensorView& q, const KvCache& cache, const TensorView& out, const KvRunOptions& run,
               void* workspace_memory) const {
-    const std::int64_t table_stride = cache.block_table_stride != 0 ? cache.block_table_stride : cache.pages_per_seq;
     family->launch(plan, problem,
-                   {q, cache.k, cache.v, out, run.lse, cache.block_table, table_stride, cache.seq_lens},
+                   {q, cache.k, cache.v, out, run.lse, cache.block_table, detail::table_stride_of(cache),
+                    cache.seq_lens},
                    workspace_memory, run.stream);
   }
 };

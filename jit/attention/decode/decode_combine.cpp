@@ -3,13 +3,9 @@
 #include <fmt/format.h>
 
 #include "jit/attention/fixed_kernel_family.h"
+#include "kernel_src/attention/decode/decode_params.h"
 
 namespace jit::detail {
-namespace {
-
-constexpr int kCombineWarps = 4;  // attn_decode_combine.cu's kCombineWarps
-
-}  // namespace
 
 const KernelFamily& decode_combine_family() {
   static const FixedKernelFamily family(
@@ -28,8 +24,8 @@ Json decode_combine_spec(DType dtype, int head_dim) { return {{"dtype", kernel_d
 
 LaunchGeometry decode_combine_geometry(std::int64_t packed_rows) {
   LaunchGeometry g;
-  g.grid = {unsigned((packed_rows + kCombineWarps - 1) / kCombineWarps), 1, 1};
-  g.block = {unsigned(32 * kCombineWarps), 1, 1};
+  g.grid = {unsigned((packed_rows + cujit::kDecodeCombineWarps - 1) / cujit::kDecodeCombineWarps), 1, 1};
+  g.block = {unsigned(32 * cujit::kDecodeCombineWarps), 1, 1};
   return g;
 }
 

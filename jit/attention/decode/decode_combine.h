@@ -12,7 +12,7 @@ namespace jit::detail {
 const KernelFamily& decode_combine_family();
 Json decode_combine_spec(DType dtype, int head_dim);
 
-// One warp per packed row, kCombineWarps (4) per CTA.
+// One warp per packed row, cujit::kDecodeCombineWarps per CTA.
 LaunchGeometry decode_combine_geometry(std::int64_t packed_rows);
 
 }  // namespace jit::detail

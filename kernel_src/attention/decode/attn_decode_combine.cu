@@ -8,15 +8,13 @@
 
 namespace cujit::decode {
 
-constexpr int kCombineWarps = 4;
-
 template <int D, class T>
-__global__ void __launch_bounds__(kCombineWarps * 32) attn_decode_combine(const __grid_constant__ DecodeCombineParams p) {
+__global__ void __launch_bounds__(kDecodeCombineWarps * 32) attn_decode_combine(const __grid_constant__ DecodeCombineParams p) {
   static_assert(kDecodeHeadDims.contains(D), "D is one of kDecodeHeadDims");
   constexpr int kPerLane = D / 32;  // 2, 4 or 8 columns
   static_assert(kPerLane % 2 == 0, "columns go in pairs");
   const int lane = threadIdx.x % 32;
-  const unsigned n = blockIdx.x * kCombineWarps + threadIdx.x / 32;  // packed row over (B, Hkv, rows)
+  const unsigned n = blockIdx.x * kDecodeCombineWarps + threadIdx.x / 32;  // packed row over (B, Hkv, rows)
   const unsigned total = unsigned(p.batch) * unsigned(p.heads_kv) * unsigned(p.rows);
 
   grid_dependency_wait();  // the parts

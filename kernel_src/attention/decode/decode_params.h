@@ -47,6 +47,9 @@ struct DecodeParams {
 // registers, kMaxDecodeSplits / 32 per lane).
 constexpr int kMaxDecodeSplits = 256;
 
+// Warps per CTA of the combine pass, one per packed row.
+constexpr int kDecodeCombineWarps = 4;
+
 struct DecodeCombineParams {
   const float* partial_o;
   const float* partial_lse2;
