@@ -7,4 +7,5 @@
 #include "jit/serving.h"
 #include "jit/tensor.h"
 #include "jit/timing.h"
+#include "jit/varlen.h"
 #include "jit/warmup.h"

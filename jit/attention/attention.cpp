@@ -1,5 +1,5 @@
-// jit::attention: validate -> device -> family -> tune key -> config ->
-// plan -> launch (docs/architecture.md, "The call path").
+// jit::attention and jit::attention_varlen: validate -> device -> family ->
+// tune key -> config -> plan -> launch (docs/architecture.md, "The call path").
 #include "jit/attention.h"
 
 #include <mutex>
@@ -10,9 +10,12 @@
 #include "jit/attention/shape_key.h"
 #include "jit/attention/stream_workspace.h"
 #include "jit/attention/tensor_placement.h"
+#include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/knobs.h"
+#include "jit/varlen.h"
 
 namespace jit {
 namespace {
@@ -23,9 +26,11 @@ struct Prepared {
   Json config;
 };
 
-// Steps 3-5 for a validated, non-empty problem.
-Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
-                 Stream stream, const Target& target) {
+// Steps 3-5 for a validated, non-empty problem; `t` holds the caller's
+// tensors (candidates never write its out or lse).
+Prepared prepare(const detail::AttnProblem& problem, const detail::AttnTensors& t, Stream stream,
+                 const Target& target) {
+  const TensorView& q = t.q;
   Prepared p;
   p.family = &detail::attention_family_for(problem, target);
   p.spec = p.family->spec_for(problem);
@@ -44,7 +49,9 @@ Prepared prepare(const detail::AttnProblem& problem, const TensorView& q, const 
     if (!scratch_workspace || scratch_workspace->size() < plan.workspace_bytes) {
       scratch_workspace.emplace(plan.workspace_bytes);
     }
-    family.launch(plan, problem, {q, k, v, scratch_view, nullptr}, scratch_workspace->data(), s);
+    family.launch(plan, problem, {t.q, t.k, t.v, scratch_view, nullptr, nullptr, 0, nullptr, t.cu_seqlens_q,
+                                  t.cu_seqlens_k},
+                  scratch_workspace->data(), s);
   };
   p.config = choose_config(family, p.spec, family.bucket(problem), run, stream);
   return p;
@@ -58,8 +65,8 @@ struct Launchable {
   detail::AttnPlan plan;
 };
 
-Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
-                          const TensorView& v, Stream stream, const detail::DeviceInfo& device) {
+Launchable launchable_for(const detail::AttnProblem& problem, const detail::AttnTensors& t, Stream stream,
+                          const detail::DeviceInfo& device) {
   constexpr std::size_t kMaxShapes = 4096;  // varying lengths must not grow it without bound
   static std::mutex mutex;
   static std::unordered_map<detail::ShapeKey, Launchable, detail::ShapeKeyHash> shapes;
@@ -68,7 +75,7 @@ Launchable launchable_for(const detail::AttnProblem& problem, const TensorView& 
     std::lock_guard lock(mutex);
     if (auto it = shapes.find(key); it != shapes.end()) return it->second;
   }
-  const Prepared p = prepare(problem, q, k, v, stream, device.target);
+  const Prepared p = prepare(problem, t, stream, device.target);
   const Launchable launchable{p.family, detail::load_plan(*p.family, problem, p.config, device.target)};
   // A config chosen during graph capture was not tuned: do not pin it.
   if (detail::stream_is_capturing(stream)) return launchable;
@@ -86,9 +93,24 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
   if (problem.empty()) return;  // nothing to compute, nothing launched
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, k, v, out, options.lse, device);
-  const Launchable l = launchable_for(problem, q, k, v, options.stream, device);
+  const detail::AttnTensors t{q, k, v, out, options.lse};
+  const Launchable l = launchable_for(problem, t, options.stream, device);
   void* workspace = detail::stream_workspace(options.stream, l.plan.workspace_bytes);
-  l.family->launch(l.plan, problem, {q, k, v, out, options.lse}, workspace, options.stream);
+  l.family->launch(l.plan, problem, t, workspace, options.stream);
+}
+
+void attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+                      const VarlenBatch& batch, const AttentionOptions& options) {
+  const detail::AttnProblem problem = detail::validate_attention_varlen(q, k, v, out, batch, options);
+  if (problem.empty()) return;
+  const detail::DeviceInfo& device = detail::current_device();
+  detail::check_placement(q, k, v, out, options.lse, device);
+  const detail::AttnTensors t{q, k, v, out, options.lse, nullptr, 0, nullptr, batch.cu_seqlens_q,
+                              batch.cu_seqlens_k};
+  if (detail::knobs().check) detail::check_varlen_contents(problem, t, options.stream);
+  const Launchable l = launchable_for(problem, t, options.stream, device);
+  void* workspace = detail::stream_workspace(options.stream, l.plan.workspace_bytes);
+  l.family->launch(l.plan, problem, t, workspace, options.stream);
 }
 
 DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -111,7 +133,7 @@ AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const Ten
   if (problem.empty()) return {};
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, k, v, out, options.lse, device);
-  const Prepared p = prepare(problem, q, k, v, options.stream, device.target);
+  const Prepared p = prepare(problem, {q, k, v, out, options.lse}, options.stream, device.target);
   return {p.family->name(), p.family->variant_name(p.spec, p.config), p.config};
 }
 

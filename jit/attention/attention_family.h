@@ -64,6 +64,7 @@ struct AttnPlan {
 // The tensors of one call. For a paged cache k and v are the page pools
 // ([num_pages, Hkv, page_size, D]) and block_table has table_stride int32
 // per sequence; seq_lens (when the problem has them) holds B key counts.
+// A ragged batch's q, k, v, out are [1, H, total, D].
 struct AttnTensors {
   const TensorView& q;
   const TensorView& k;
@@ -73,6 +74,9 @@ struct AttnTensors {
   const std::int32_t* block_table = nullptr;
   std::int64_t table_stride = 0;
   const std::int32_t* seq_lens = nullptr;
+  // A ragged batch's prefix sums ([batch + 1] each, on the device).
+  const std::int32_t* cu_seqlens_q = nullptr;
+  const std::int32_t* cu_seqlens_k = nullptr;
 };
 
 // An attention family: a KernelFamily that also knows which problems it

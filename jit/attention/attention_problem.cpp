@@ -76,6 +76,49 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   return p;
 }
 
+AttnProblem validate_attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v,
+                                      const TensorView& out, const VarlenBatch& batch,
+                                      const AttentionOptions& options) {
+  if (q.shape[0] != 1 || k.shape[0] != 1 || v.shape[0] != 1 || out.shape[0] != 1) {
+    invalid(fmt::format("a ragged batch is packed into rows: q, k, v and out must have batch 1 ([1, H, total, D]; "
+                        "packed [total, H, D] storage is TensorView::bshd(data, dtype, 1, total, H, D)); got q {}, "
+                        "k {}, v {}, out {}",
+                        shape_text(q), shape_text(k), shape_text(v), shape_text(out)));
+  }
+  AttnProblem p = validate_attention(q, k, v, out, options);
+  if (batch.batch < 0) invalid(fmt::format("batch.batch must not be negative, got {}", batch.batch));
+  constexpr std::int64_t kMaxRows = std::numeric_limits<std::int32_t>::max() / 2;
+  if (batch.batch > kMaxRows) invalid(fmt::format("batch.batch ({}) must be at most {}", batch.batch, kMaxRows));
+  auto check_prefix_sums = [&](const char* name, const std::int32_t* cu) {
+    if (batch.batch > 0 && cu == nullptr) {
+      invalid(fmt::format("{} must point to {} int32 prefix sums (batch + 1) on the device; it is null", name,
+                          batch.batch + 1));
+    }
+    if (reinterpret_cast<std::uintptr_t>(cu) % alignof(std::int32_t) != 0) {
+      invalid(fmt::format("{} must be 4-byte aligned (int32)", name));
+    }
+  };
+  check_prefix_sums("batch.cu_seqlens_q", batch.cu_seqlens_q);
+  check_prefix_sums("batch.cu_seqlens_k", batch.cu_seqlens_k);
+  auto check_max = [&](const char* name, std::int64_t max, const char* tensor, std::int64_t rows) {
+    if (max < 0 || max > rows) {
+      invalid(fmt::format("{} ({}) must be from 0 to {}'s packed rows ({}): no sequence is longer than the batch",
+                          name, max, tensor, rows));
+    }
+  };
+  check_max("batch.max_seqlen_q", batch.max_seqlen_q, "q", p.seq_q);
+  check_max("batch.max_seqlen_k", batch.max_seqlen_k, "k", p.seq_k);
+  p.varlen = true;
+  p.total_q = p.seq_q;
+  p.total_k = p.seq_k;
+  p.batch = batch.batch;
+  p.seq_q = batch.max_seqlen_q;
+  p.seq_k = batch.max_seqlen_k;
+  p.align_bottom_right = options.causal && options.align == CausalAlign::BottomRight;
+  p.causal_offset = 0;
+  return p;
+}
+
 cujit::AttnParams make_attn_params(const AttnProblem& problem, const TensorView& q, const TensorView& k,
                                    const TensorView& v, const TensorView& out, float* lse) {
   cujit::AttnParams p{};
@@ -90,11 +133,12 @@ cujit::AttnParams make_attn_params(const AttnProblem& problem, const TensorView&
     p.v_stride[i] = v.strides[i];
     p.o_stride[i] = out.strides[i];
   }
-  p.batch = int(problem.batch);
+  // A ragged batch is one batch of packed rows to the kernels.
+  p.batch = problem.varlen ? 1 : int(problem.batch);
   p.heads_q = int(problem.heads_q);
   p.heads_kv = int(problem.heads_kv);
-  p.seq_q = int(problem.seq_q);
-  p.seq_k = int(problem.seq_k);
+  p.seq_q = int(problem.varlen ? problem.total_q : problem.seq_q);
+  p.seq_k = int(problem.varlen ? problem.total_k : problem.seq_k);
   p.group = int(problem.heads_q / problem.heads_kv);
   p.scale_log2 = float(double(problem.scale) * 1.4426950408889634);
   p.causal_offset = problem.causal_offset;
@@ -111,7 +155,11 @@ std::size_t hash_value(const AttnProblem& problem) {
   return h;
 }
 
-AttnSpec spec_of(const AttnProblem& problem) { return {problem.dtype, int(problem.head_dim), problem.causal}; }
+AttnSpec spec_of(const AttnProblem& problem) {
+  AttnSpec spec{problem.dtype, int(problem.head_dim), problem.causal};
+  spec.varlen = problem.varlen;
+  return spec;
+}
 
 const char* kernel_dtype_name(DType dtype) { return dtype == DType::f16 ? "f16" : "bf16"; }
 
@@ -119,6 +167,7 @@ void to_json(Json& j, const AttnSpec& spec) {
   j = Json{{"dtype", kernel_dtype_name(spec.dtype)}, {"d", spec.head_dim}, {"causal", spec.causal}};
   if (spec.paged) j["paged"] = true;
   if (spec.block_m != 0) j["bm"] = spec.block_m;
+  if (spec.varlen) j["varlen"] = true;
 }
 
 void from_json(const Json& j, AttnSpec& spec) {
@@ -129,15 +178,19 @@ void from_json(const Json& j, AttnSpec& spec) {
   j.at("causal").get_to(spec.causal);
   spec.paged = j.value("paged", false);
   spec.block_m = j.value("bm", 0);
+  spec.varlen = j.value("varlen", false);
 }
 
 Json attention_bucket(const AttnProblem& problem) {
   auto round_up = [](std::int64_t n, std::int64_t floor) {
     return std::int64_t(std::bit_ceil(std::uint64_t(std::max(n, floor))));
   };
-  return {{"seq_q", round_up(problem.seq_q, 64)},
-          {"seq_k", round_up(problem.seq_k, 64)},
-          {"batch_heads", round_up(problem.batch * problem.heads_q, 1)}};
+  Json bucket = {{"seq_q", round_up(problem.seq_q, 64)},
+                 {"seq_k", round_up(problem.seq_k, 64)},
+                 {"batch_heads", round_up(problem.batch * problem.heads_q, 1)}};
+  // A ragged batch's work is its packed rows, not batch x longest.
+  if (problem.varlen) bucket["total_q"] = round_up(problem.total_q, 64);
+  return bucket;
 }
 
 }  // namespace jit::detail

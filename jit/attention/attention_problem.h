@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "jit/attention.h"
+#include "jit/varlen.h"
 #include "kernel_src/attention/attn_params.h"
 
 namespace jit::detail {
@@ -26,13 +27,20 @@ struct AttnProblem {
   int page_size = 0;
   bool seq_lens = false;
   int num_splits = 0;
-  bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0; }
+  // Ragged batches (jit/varlen.h): batch sequences packed into total_q query
+  // rows and total_k keys; seq_q and seq_k are the longest sequence's, the
+  // causal diagonal is each sequence's (bottom right when align_bottom_right,
+  // and causal_offset is 0).
+  bool varlen = false;
+  std::int64_t total_q = 0, total_k = 0;
+  bool align_bottom_right = false;
+  bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0 || (varlen && total_q == 0); }
   bool kv_cache() const { return page_size > 0 || seq_lens; }
   // Every field, once: equality and the hash below both read it, so a field
   // added here is part of every key built from a problem.
   auto fields() const {
     return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale, page_size,
-                    seq_lens, num_splits);
+                    seq_lens, num_splits, varlen, total_q, total_k, align_bottom_right);
   }
   bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
 };
@@ -50,12 +58,14 @@ struct AttnSpec {
   // per CTA (0 for the other families, and then absent from the JSON).
   bool paged = false;
   int block_m = 0;
-  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m); }
+  // A ragged batch (absent from the JSON when false).
+  bool varlen = false;
+  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m, varlen); }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
 // {"dtype": "f16" | "bf16", "d": head dim, "causal": bool} (and "paged",
-// "bm" when set): the form tune keys, cubin keys and tuning records hold.
+// "bm", "varlen" when set): the form tune keys, cubin keys and tuning records hold.
 void to_json(Json& j, const AttnSpec& spec);
 void from_json(const Json& j, AttnSpec& spec);
 // The kernels' name for a dtype: "f16" or "bf16" (cujit::f16, cujit::bf16).
@@ -65,6 +75,11 @@ const char* kernel_dtype_name(DType dtype);
 // Error(Unsupported) for a valid problem no family handles.
 AttnProblem validate_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                                const AttentionOptions& options);
+// The same for a ragged batch (jit/varlen.h): q, k, v and out have batch 1,
+// and `batch` is checked too (naming batch.cu_seqlens_q and so on).
+AttnProblem validate_attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v,
+                                      const TensorView& out, const VarlenBatch& batch,
+                                      const AttentionOptions& options);
 
 cujit::AttnParams make_attn_params(const AttnProblem& problem, const TensorView& q, const TensorView& k,
                                    const TensorView& v, const TensorView& out, float* lse);

@@ -5,7 +5,12 @@
 
 namespace cujit {
 
+struct VarlenTile;  // attention/varlen/varlen_params.h
+
 struct AttnParams {
+  // A ragged batch is one batch of packed rows: q [1, Hq, total_q, D], k and
+  // v [1, Hkv, total_k, D], lse [Hq, total_q]; seq_q and seq_k are then the
+  // packed row counts, and each tile's sequence comes from `varlen_tiles`.
   const void* q;  // [B, Hq, Sq, D] through the strides below
   const void* k;  // [B, Hkv, Sk, D]
   const void* v;  // [B, Hkv, Sk, D]
@@ -24,6 +29,10 @@ struct AttnParams {
   int group;          // heads_q / heads_kv: query heads sharing one K/V head
   float scale_log2;   // softmax scale * log2(e): scores go through exp2
   int causal_offset;  // causal: key j is visible to query i iff j <= i + causal_offset
+  // Ragged batches: the tiles the prepare step wrote and their count (read on
+  // the device); null otherwise.
+  const VarlenTile* varlen_tiles;
+  const int* varlen_tile_count;
 };
 
 }  // namespace cujit

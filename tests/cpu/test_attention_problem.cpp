@@ -24,7 +24,7 @@ using jit::detail::AttnProblem;
 using jit::detail::validate_attention;
 
 // The host/device contract: the kernels read this exact layout.
-static_assert(sizeof(cujit::AttnParams) == 168, "AttnParams layout changed: update the kernels and this test");
+static_assert(sizeof(cujit::AttnParams) == 184, "AttnParams layout changed: update the kernels and this test");
 
 void* fake(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 

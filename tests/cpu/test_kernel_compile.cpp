@@ -44,9 +44,10 @@ std::vector<CompileCase> all_cases() {
               const jit::Json spec = variant;
               std::vector<jit::Json> configs = jit::autotune::prune_space(*served.family, spec, target).kept;
 #ifndef CUJIT_COMPILE_ALL_DTYPES
-              // A family with many specs: its default config of each here,
-              // every config under compile_full.
-              if (variants.size() > 1 && !configs.empty()) configs = {served.family->default_config(spec, target)};
+              // A family's own spec variants (paged, ragged, row blocks):
+              // their default config here, every config under compile_full.
+              const bool base_spec = variant == base.get<jit::detail::AttnSpec>();
+              if (!base_spec && !configs.empty()) configs = {served.family->default_config(spec, target)};
 #endif
               for (const jit::Json& config : configs) {
                 std::string name = arch + std::string("_") + served.family->variant_name(spec, config);

@@ -174,7 +174,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
-    if (!runs_on(target) || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
+    if (!runs_on(target) || p.varlen || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
     if (p.head_dim > 128 && target.cc < 90) return false;  // why_head_dim_256_is_out
     // Dense problems with few rows per KV head; everything over a cache.
     return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
+
+#include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/error.h"
 #include "kernel_src/attention/head_dims.h"
 
@@ -92,13 +95,37 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   }
 
   std::string typed_variant_name(const AttnSpec& s, const PortableConfig& c) const override {
-    return fmt::format("attn_fwd_portable_d{}_{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
-                       s.causal ? "_causal" : "", c.bm, c.bn, c.stages, c.warps);
+    return fmt::format("attn_fwd_portable_d{}_{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
+                       s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn, c.stages, c.warps);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const PortableConfig& c) const override {
-    return fmt::format("cujit::portable::attn_fwd_portable<{}, {}, {}, {}, {}, cujit::{}, {}>", s.head_dim, c.bm,
-                       c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype), s.causal ? "true" : "false");
+    return fmt::format("cujit::portable::attn_fwd_portable<{}, {}, {}, {}, {}, cujit::{}, {}, {}>", s.head_dim,
+                       c.bm, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
+                       s.varlen ? "true" : "false");
+  }
+
+  // Dense and ragged batches.
+  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
+    AttnSpec varlen = base;
+    varlen.varlen = true;
+    return {base, varlen};
+  }
+
+  // A ragged batch's tiles: where each CTA's sequence is.
+  std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
+    if (!spec.value("varlen", false)) return {};
+    return {int(offsetof(cujit::AttnParams, varlen_tiles)), int(offsetof(cujit::AttnParams, varlen_tile_count))};
+  }
+
+  std::vector<Companion> companions(const Json& spec) const override {
+    if (!spec.value("varlen", false)) return {};
+    return {varlen_prepare_companion()};
+  }
+
+  void bind_kernels(AttnPlan& plan, const Json& spec, const Kernel& main) const override {
+    if (spec.value("varlen", false)) return bind_varlen_kernels(plan, main);
+    AttentionFamily::bind_kernels(plan, spec, main);
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {
@@ -107,9 +134,13 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
 
   AttnPlan typed_plan(const AttnProblem& problem, const PortableConfig& c, const Target&) const override {
     AttnPlan plan;
+    if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn);
     AttnStep& step = plan.add_step();
-    step.geometry.grid = {unsigned((problem.seq_q + c.bm - 1) / c.bm), unsigned(problem.heads_q),
-                          unsigned(problem.batch)};
+    // Ragged: one CTA per slot of the prepare step's list and head (those
+    // past the list's count return at once).
+    step.geometry.grid = problem.varlen ? Dim3{unsigned(varlen_tile_slots(problem, c.bm) * problem.heads_q), 1, 1}
+                                        : Dim3{unsigned((problem.seq_q + c.bm - 1) / c.bm), unsigned(problem.heads_q),
+                                               unsigned(problem.batch)};
     step.geometry.block = {unsigned(32 * c.warps), 1, 1};
     step.geometry.smem_bytes = unsigned(smem_bytes(spec_of(problem), c));
     step.params_bytes = sizeof(cujit::AttnParams);
@@ -117,10 +148,17 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
     return plan;
   }
 
-  void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void*,
+  void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void* workspace,
               Stream stream) const override {
-    const AttnStep& step = plan.steps[0];
-    step.kernel->launch(step.geometry, make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse), stream);
+    cujit::AttnParams p = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
+    if (problem.varlen) {
+      launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
+      const VarlenTileList list = varlen_tile_list(workspace);
+      p.varlen_tiles = list.tiles;
+      p.varlen_tile_count = list.count;
+    }
+    const AttnStep& step = plan.steps[std::size_t(plan.step_count - 1)];
+    step.kernel->launch(step.geometry, p, stream);
   }
 
   static bool runs_on(const Target& target) { return target.cc >= 80; }

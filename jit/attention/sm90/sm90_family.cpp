@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <cstddef>
 #include <cstring>
 
 #include "jit/attention/sm90/tile_order.h"
+#include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "kernel_src/attention/head_dims.h"
@@ -165,13 +167,38 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
 
   std::string typed_variant_name(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("attn_fwd_sm90_d{}_{}{}_bm{}_bn{}_st{}", s.head_dim, kernel_dtype_name(s.dtype),
-                       s.causal ? "_causal" : "", c.bm, c.bn, c.stages);
+    return fmt::format("attn_fwd_sm90_d{}_{}{}{}_bm{}_bn{}_st{}", s.head_dim, kernel_dtype_name(s.dtype),
+                       s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn, c.stages);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}>", s.head_dim, c.bm, c.bn, c.stages,
-                       kernel_dtype_name(s.dtype), s.causal ? "true" : "false");
+    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}>", s.head_dim, c.bm, c.bn,
+                       c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false", s.varlen ? "true" : "false");
+  }
+
+  // Dense and ragged batches.
+  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
+    AttnSpec varlen = base;
+    varlen.varlen = true;
+    return {base, varlen};
+  }
+
+  // A ragged batch's tiles: where each tile's sequence is.
+  std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
+    if (!spec.value("varlen", false)) return {};
+    constexpr int kAttn = int(offsetof(cujit::Sm90AttnParams, attn));
+    return {kAttn + int(offsetof(cujit::AttnParams, varlen_tiles)),
+            kAttn + int(offsetof(cujit::AttnParams, varlen_tile_count))};
+  }
+
+  std::vector<Companion> companions(const Json& spec) const override {
+    if (!spec.value("varlen", false)) return {};
+    return {varlen_prepare_companion()};
+  }
+
+  void bind_kernels(AttnPlan& plan, const Json& spec, const Kernel& main) const override {
+    if (spec.value("varlen", false)) return bind_varlen_kernels(plan, main);
+    AttentionFamily::bind_kernels(plan, spec, main);
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {
@@ -182,13 +209,16 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
 
   AttnPlan typed_plan(const AttnProblem& problem, const Sm90Config& c, const Target& target) const override {
     const std::int64_t m_blocks = (problem.seq_q + c.bm - 1) / c.bm;
-    const std::int64_t tiles = m_blocks * problem.heads_q * problem.batch;
+    // A ragged batch's tiles are counted on the device; at most its slots.
+    const std::int64_t tiles = problem.varlen ? varlen_tile_slots(problem, c.bm) * problem.heads_q
+                                              : m_blocks * problem.heads_q * problem.batch;
     if (tiles >= (std::int64_t{1} << 31)) {
       throw Error(ErrorCode::Unsupported, fmt::format("{} tiles of {} rows exceed the sm90 scheduler's 32-bit index",
                                                       tiles, c.bm));
     }
     const std::int64_t slots = std::int64_t{target.sm_count} * cujit::sm90::ctas_per_sm(c.bm);
     AttnPlan plan;
+    if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn);
     AttnStep& step = plan.add_step();
     // Persistent: one CTA per SM (two with BM = 64; at most one per tile)
     // walks the tiles.
@@ -202,16 +232,17 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     d.block_n = c.bn;
     d.m_blocks = int(m_blocks);
     d.total_tiles = int(tiles);
-    d.tiles_by_rows = tile_order(problem, c.bm, c.bn, int(step.geometry.grid.x)) == TileOrder::rows_first;
+    d.tiles_by_rows = !problem.varlen && tile_order(problem, c.bm, c.bn, int(step.geometry.grid.x)) == TileOrder::rows_first;
     d.tile_divisor = cujit::make_fast_divisor(unsigned(d.tiles_by_rows ? heads : d.m_blocks));
     d.head_divisor = cujit::make_fast_divisor(unsigned(problem.heads_q));
     step.data.set(d);
     return plan;
   }
 
-  void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void*,
+  void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void* workspace,
               Stream stream) const override {
-    const AttnStep& step = plan.steps[0];
+    if (problem.varlen) launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
+    const AttnStep& step = plan.steps[std::size_t(plan.step_count - 1)];
     const Sm90StepData d = step.data.get<Sm90StepData>();
     cujit::Sm90AttnParams p{};
     p.q = cached_tensor_map(t.q, 64);
@@ -222,6 +253,11 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     p.v = cached_tensor_map(no_keys ? t.q : t.v, d.block_n);
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
+    if (problem.varlen) {
+      const VarlenTileList list = varlen_tile_list(workspace);
+      p.attn.varlen_tiles = list.tiles;
+      p.attn.varlen_tile_count = list.count;
+    }
     p.m_blocks = d.m_blocks;
     p.total_tiles = d.total_tiles;
     p.tiles_by_rows = d.tiles_by_rows;

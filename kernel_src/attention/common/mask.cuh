@@ -5,6 +5,11 @@
 
 namespace cujit {
 
+// The keys a row may see: j < seq_k and, with a causal mask, j <= i + causal_offset.
+struct KeyLimit {
+  int seq_k, causal_offset;
+};
+
 template <int MT, int NT, bool CAUSAL>
 __device__ __forceinline__ void apply_mask(float (&s)[MT][NT][4], int row0, int col0, int seq_k, int causal_offset,
                                            int lane) {

@@ -8,13 +8,42 @@
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/head_dims.h"
-#include "attention/portable/epilogue.cuh"
 #include "attention/common/smem_tile.cuh"
+#include "attention/portable/epilogue.cuh"
+#include "attention/varlen/varlen_params.h"
 
 namespace cujit::portable {
 
+// One CTA's tile: its m-block and head, and its sequence's bounds. q_row,
+// k_row and batch locate the sequence in the tensors: 0, 0 and b for a dense
+// batch; packed row offsets and 0 for a ragged one.
+struct Tile {
+  int m_block, head, batch;
+  int q_row, k_row;
+  int seq_q, seq_k, causal_offset;
+};
+
+// Dense: grid (m-blocks, Hq, B), causal tiles near the end of the sequence
+// (the longest) launched first. Ragged (VARLEN): a 1-D grid over the prepare
+// step's tiles times the heads, heads fastest, in its order (longest first);
+// CTAs past its count have nothing to do.
+template <bool CAUSAL, bool VARLEN>
+__device__ __forceinline__ bool tile_of_block(const AttnParams& p, Tile& t) {
+  if constexpr (VARLEN) {
+    const unsigned entry = blockIdx.x / unsigned(p.heads_q);
+    if (int(entry) >= *p.varlen_tile_count) return false;
+    const VarlenTile v = p.varlen_tiles[entry];
+    t = {v.m_block, int(blockIdx.x - entry * unsigned(p.heads_q)), 0, v.q_row, v.k_row, v.seq_q, v.seq_k,
+         v.causal_offset};
+  } else {
+    t = {CAUSAL ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), 0, 0,
+         p.seq_q, p.seq_k, p.causal_offset};
+  }
+  return true;
+}
+
 // Dynamic shared memory: Q (BM, D), then STAGES x K (BN, D), then STAGES x V (BN, D).
-template <int D, int BM, int BN, int STAGES, int WARPS, class T, bool CAUSAL>
+template <int D, int BM, int BN, int STAGES, int WARPS, class T, bool CAUSAL, bool VARLEN>
 __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_constant__ AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   static_assert(kPortableHeadDims.contains(D), "D is one of kPortableHeadDims: 64 or 128");
@@ -42,23 +71,24 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   const int tid = threadIdx.x;
   const int lane = tid % 32;
   const int warp = tid / 32;
-  // Causal tiles near the end of the sequence are the longest: launch them first.
-  const int m_block = CAUSAL ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x);
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
+  Tile t;
+  if (!tile_of_block<CAUSAL, VARLEN>(p, t)) return;
+  const int head = t.head;
+  const int batch = t.batch;
   const int head_kv = head / p.group;
-  const int m0 = m_block * BM;
-  const int rows_valid = min(BM, p.seq_q - m0);
+  const int m0 = t.m_block * BM;
+  const int rows_valid = min(BM, t.seq_q - m0);
 
-  const char* q_tile = static_cast<const char*>(p.q) +
-                       (batch * p.q_stride[0] + head * p.q_stride[1] + i64(m0) * p.q_stride[2]) * kElementBytes;
-  const char* k_head =
-      static_cast<const char*>(p.k) + (batch * p.k_stride[0] + head_kv * p.k_stride[1]) * kElementBytes;
-  const char* v_head =
-      static_cast<const char*>(p.v) + (batch * p.v_stride[0] + head_kv * p.v_stride[1]) * kElementBytes;
+  const char* q_tile =
+      static_cast<const char*>(p.q) +
+      (batch * p.q_stride[0] + head * p.q_stride[1] + i64(t.q_row + m0) * p.q_stride[2]) * kElementBytes;
+  const char* k_head = static_cast<const char*>(p.k) +
+                       (batch * p.k_stride[0] + head_kv * p.k_stride[1] + i64(t.k_row) * p.k_stride[2]) * kElementBytes;
+  const char* v_head = static_cast<const char*>(p.v) +
+                       (batch * p.v_stride[0] + head_kv * p.v_stride[1] + i64(t.k_row) * p.v_stride[2]) * kElementBytes;
 
   // Key blocks this tile needs; those from first_masked on need a mask.
-  const KeyBlockRange blocks = key_block_range(m0, BM, BN, p.seq_q, p.seq_k, CAUSAL, p.causal_offset);
+  const KeyBlockRange blocks = key_block_range(m0, BM, BN, t.seq_q, t.seq_k, CAUSAL, t.causal_offset);
   const int n_blocks = blocks.count;
 
   // One cp.async group per K/V block; STAGES-1 blocks are in flight ahead of
@@ -67,7 +97,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const int stage = block % STAGES;
-    const int keys = min(BN, p.seq_k - block * BN);
+    const int keys = min(BN, t.seq_k - block * BN);
     const i64 first = i64(block) * BN;
     KVTile::template load_async<kThreads>(sK + stage * KVTile::kBytes, k_head + first * p.k_stride[2] * kElementBytes,
                                           p.k_stride[2], keys, tid);
@@ -145,7 +175,7 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
       }
     }
     if (block >= blocks.first_masked) {
-      apply_mask<MT, NT, CAUSAL>(s, m0 + warp_row0, block * BN, p.seq_k, p.causal_offset, lane);
+      apply_mask<MT, NT, CAUSAL>(s, m0 + warp_row0, block * BN, t.seq_k, t.causal_offset, lane);
     }
     softmax.update(s, o);
 
@@ -171,8 +201,8 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   cp_async_wait_group<0>();
 
   char* o_tile = static_cast<char*>(p.o) +
-                 (batch * p.o_stride[0] + head * p.o_stride[1] + i64(m0) * p.o_stride[2]) * kElementBytes;
-  float* lse_tile = p.lse ? p.lse + (i64(batch) * p.heads_q + head) * p.seq_q + m0 : nullptr;
+                 (batch * p.o_stride[0] + head * p.o_stride[1] + i64(t.q_row + m0) * p.o_stride[2]) * kElementBytes;
+  float* lse_tile = p.lse ? p.lse + (i64(batch) * p.heads_q + head) * p.seq_q + t.q_row + m0 : nullptr;
   write_output<T, BM, D, MT, NT, DT>(o, softmax, sQ, o_tile, p.o_stride[2], lse_tile, rows_valid, warp_row0, lane);
 }
 

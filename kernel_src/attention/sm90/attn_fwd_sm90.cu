@@ -38,7 +38,8 @@ struct RegisterSplit {
                 "register file overcommitted");
 };
 
-template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL>
+// VARLEN: a ragged batch, its tiles from the prepare step (attention/varlen/).
+template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
@@ -46,7 +47,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
-  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL>;
+  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN>;
   constexpr int kConsumers = Traits::kConsumers;
   constexpr SmemLayout L = Traits::layout();
   static_assert(L.bytes <= smem_budget(BM), "tile does not fit in shared memory");
@@ -81,17 +82,17 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   const int thread = threadIdx.x % 128;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const Mainloop<Traits> mainloop{a, bars, sK, sV, {wg}, warp, lane};
+  const Mainloop<Traits> mainloop{bars, sK, sV, {wg}, warp, lane};
   const TmaEpilogue<Traits> epilogue{sO + wg * 64 * kRowBytes, wg, thread, warp, lane};
   mainloop.turn.start();
 
   int kv_iter = 0;
-  for_each_tile<CAUSAL>(p, [&](int tile_iter, const Tile& t) {
+  for_each_tile<CAUSAL, VARLEN>(p, [&](int tile_iter, const Tile& t) {
     const RingSlot<Traits::kQBuffers> q = RingSlot<Traits::kQBuffers>::at(tile_iter);
     const u32 sQ_wg = sQ + q.index * L.q_bytes + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of chunk 0
     const int m0 = t.m_block * BM;
     const int m_wg = m0 + wg * 64;
-    const KeyBlockRange blocks = key_block_range(m0, BM, BN, a.seq_q, a.seq_k, CAUSAL, a.causal_offset);
+    const KeyBlockRange blocks = key_block_range(m0, BM, BN, t.seq_q, t.seq_k, CAUSAL, t.causal_offset);
 
     float o[1][Traits::kDT][4];  // (64, D)
     zero(o);
@@ -101,7 +102,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     // Q's buffer is free once the last S = Q K^T is done (in the mainloop),
     // unless O is staged there: then once the store has read it.
     if (blocks.count > 0) {
-      mainloop.run(o, softmax, blocks, sQ_wg, m_wg, bars.q_empty(q.index), kv_iter);
+      mainloop.run(o, softmax, blocks, {t.seq_k, t.causal_offset}, sQ_wg, m_wg, bars.q_empty(q.index), kv_iter);
     } else if constexpr (!Traits::kOInQ) {
       bars.q_empty(q.index).release_by_warp(lane);
     }

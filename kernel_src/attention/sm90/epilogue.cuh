@@ -45,17 +45,51 @@ struct TmaEpilogue {
         st_shared_b32(sO_wg + (chunk * Traits::BM + row) * kRowBytes + unit * kUnitBytes + (lane % 4) * kPairBytes,
                       packed);
       }
-      if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < a.seq_q) {
-        a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + m_wg + row] = softmax.lse(0, r, l);
+      if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < t.seq_q) {
+        a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + t.q_row + m_wg + row] = softmax.lse(0, r, l);
       }
     }
     fence_proxy_async_shared();
     warpgroup_sync<Traits::kConsumers>(wg);
+    // A ragged batch's last tile of a sequence: the rows after it are the
+    // next sequence's, which the TMA store (clipped only at the tensor's
+    // end) would overwrite.
+    if constexpr (Traits::VARLEN) {
+      if (t.seq_q - m_wg < 64) {
+        store_rows(a, t, m_wg, t.seq_q - m_wg);
+        return;
+      }
+    }
     if (thread == 0) {
 #pragma unroll
       for (int c = 0; c < L.chunks; ++c)
-        tma_store_4d(&p.o, sO_wg + c * Traits::BM * kRowBytes, c * Traits::kChunkColumns, m_wg, t.head, t.batch);
+        tma_store_4d(&p.o, sO_wg + c * Traits::BM * kRowBytes, c * Traits::kChunkColumns, t.q_row + m_wg, t.head,
+                     t.batch);
       bulk_commit_group();
+    }
+  }
+
+  // The first `rows` rows (0 to 63) of the staged O, by the warpgroup's
+  // threads, 16 bytes each. The buffer is free for the next tile once the
+  // warpgroup has passed its next barrier.
+  __device__ __forceinline__ void store_rows(const AttnParams& a, const Tile& t, int m_wg, int rows) const {
+    constexpr SmemLayout L = Traits::layout();
+    constexpr int kUnitsPerRow = L.chunks * kTilesPerRow;
+    char* o = static_cast<char*>(a.o) +
+              (i64(t.batch) * a.o_stride[0] + i64(t.head) * a.o_stride[1] + i64(t.q_row + m_wg) * a.o_stride[2]) *
+                  Traits::kElementBytes;
+#pragma unroll
+    for (int i = thread; i < 64 * kUnitsPerRow; i += 128) {
+      const int row = i / kUnitsPerRow;
+      const int chunk = (i % kUnitsPerRow) / kTilesPerRow;
+      const int unit = i % kTilesPerRow;
+      if (row < rows) {
+        u32 v[4];
+        ld_shared_v4_b32(v, sO_wg + (chunk * Traits::BM + row) * kRowBytes + (unit ^ (row % 8)) * kUnitBytes);
+        st_global_v4_b32(o + (row * a.o_stride[2] + chunk * Traits::kChunkColumns + unit * (kUnitBytes / Traits::kElementBytes)) *
+                             Traits::kElementBytes,
+                         v);
+      }
     }
   }
 

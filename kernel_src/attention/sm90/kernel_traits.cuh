@@ -7,10 +7,11 @@
 
 namespace cujit::sm90 {
 
-template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_>
+template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_>
 struct KernelTraits {
   static constexpr int D = D_, BM = BM_, BN = BN_, STAGES = STAGES_;
   static constexpr bool CAUSAL = CAUSAL_;
+  static constexpr bool VARLEN = VARLEN_;  // a ragged batch: tiles from AttnParams::varlen_tiles
   using T = T_;
   static constexpr int kConsumers = BM / 64;  // warpgroups of 64 query rows
   static constexpr int kNT = BN / 8;          // 8-column accumulator tiles of S: (64, BN)

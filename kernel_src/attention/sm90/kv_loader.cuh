@@ -19,22 +19,23 @@ struct TmaKvLoader {
     prefetch_tensor_map(k);
     prefetch_tensor_map(v);
   }
-  // Key block n (BN keys) of (head_kv, batch) into ring stage `stage`.
-  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int n, int head_kv, int batch) const {
-    load(k, sK, stage, full, n, head_kv, batch);
+  // The BN keys from row `first_key` of (head_kv, batch) into ring stage
+  // `stage`.
+  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, int head_kv, int batch) const {
+    load(k, sK, stage, full, first_key, head_kv, batch);
   }
-  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int n, int head_kv, int batch) const {
-    load(v, sV, stage, full, n, head_kv, batch);
+  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, int head_kv, int batch) const {
+    load(v, sV, stage, full, first_key, head_kv, batch);
   }
 
  private:
-  __device__ __forceinline__ static void load(const TmaDescriptor* map, u32 ring, int stage, Mbarrier full, int n,
-                                              int head_kv, int batch) {
+  __device__ __forceinline__ static void load(const TmaDescriptor* map, u32 ring, int stage, Mbarrier full,
+                                              int first_key, int head_kv, int batch) {
     constexpr SmemLayout L = Traits::layout();
 #pragma unroll
     for (int c = 0; c < L.chunks; ++c)
       tma_load_4d(ring + stage * L.kv_bytes + c * Traits::BN * kRowBytes, map, full.addr, c * Traits::kChunkColumns,
-                  n * Traits::BN, head_kv, batch);
+                  first_key, head_kv, batch);
   }
 };
 

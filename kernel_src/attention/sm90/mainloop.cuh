@@ -6,7 +6,6 @@
 // first block has no P V before it and the last no S after it: the same
 // steps, with one of the two GEMMs left out.
 #pragma once
-#include "attention/attn_params.h"
 #include "attention/common/key_blocks.h"
 #include "attention/common/mask.cuh"
 #include "attention/common/online_softmax.cuh"
@@ -26,7 +25,6 @@ struct Mainloop {
   using Output = float[1][kDT][4];  // O: (64, D)
   using OperandP = u32[BN / 16][4];  // P in T, as wgmma A fragments
 
-  const AttnParams& a;
   SharedBarriers<Traits> bars;
   u32 sK, sV;  // stage 0 of the K and V rings
   PingPong<Traits::kConsumers> turn;
@@ -34,10 +32,11 @@ struct Mainloop {
 
   // O (zeroed) and the softmax state accumulate the tile's key blocks, which
   // `blocks` counts (at least one). sQ_wg: this warpgroup's Q rows; m_wg: the
-  // first of them; q_empty: Q's buffer, released after the last S unless O
-  // is staged there. kv_iter: the K/V ring's running counter.
-  __device__ __forceinline__ void run(Output& o, Softmax& softmax, const KeyBlockRange& blocks, u32 sQ_wg, int m_wg,
-                                      Mbarrier q_empty, int& kv_iter) const {
+  // first of them, within its sequence, whose keys `keys` bounds; q_empty:
+  // Q's buffer, released after the last S unless O is staged there. kv_iter:
+  // the K/V ring's running counter.
+  __device__ __forceinline__ void run(Output& o, Softmax& softmax, const KeyBlockRange& blocks, const KeyLimit& keys,
+                                      u32 sQ_wg, int m_wg, Mbarrier q_empty, int& kv_iter) const {
     int n = blocks.count - 1;
     int stage = kv_iter % STAGES;
     u32 phase = (kv_iter / STAGES) & 1;
@@ -47,7 +46,7 @@ struct Mainloop {
     bars.k_full(stage).wait(phase);
     issue<true, false>(s, o, pa, sQ_wg, stage, stage);
     scores_landed<0>(s, stage, n, q_empty);
-    softmax_step(s, softmax, correction, n, blocks.first_masked, m_wg);  // O is still zero: no rescale
+    softmax_step(s, softmax, correction, n, blocks.first_masked, keys, m_wg);  // O is still zero: no rescale
     to_operand_a(s, pa);
 
     for (--n; n >= 0; --n) {
@@ -65,7 +64,7 @@ struct Mainloop {
         // and the conversion of P (into registers the P V may still read)
         // after it.
         if (n >= blocks.first_masked) {
-          mask(s, n, m_wg);
+          mask(s, n, keys, m_wg);
           softmax.update_scores(s, correction);
           fence_accumulators(s[0]);
         } else {
@@ -75,7 +74,7 @@ struct Mainloop {
         pv_landed(o);
         fence_accumulators(s[0]);
       } else {
-        softmax_step(s, softmax, correction, n, blocks.first_masked, m_wg);
+        softmax_step(s, softmax, correction, n, blocks.first_masked, keys, m_wg);
         pv_landed(o);
       }
       bars.v_empty(stage).release_by_warp(lane);
@@ -157,14 +156,14 @@ struct Mainloop {
     fence_accumulators(o[0]);
   }
 
-  __device__ __forceinline__ void mask(Scores& s, int n, int m_wg) const {
-    apply_mask<1, kNT, Traits::CAUSAL>(s, m_wg + warp * 16, n * BN, a.seq_k, a.causal_offset, lane);
+  __device__ __forceinline__ void mask(Scores& s, int n, const KeyLimit& keys, int m_wg) const {
+    apply_mask<1, kNT, Traits::CAUSAL>(s, m_wg + warp * 16, n * BN, keys.seq_k, keys.causal_offset, lane);
   }
 
   // Block n's scores -> probabilities, masked where the block needs it.
   __device__ __forceinline__ void softmax_step(Scores& s, Softmax& softmax, float (&correction)[1][2], int n,
-                                               int first_masked, int m_wg) const {
-    if (n >= first_masked) mask(s, n, m_wg);
+                                               int first_masked, const KeyLimit& keys, int m_wg) const {
+    if (n >= first_masked) mask(s, n, keys, m_wg);
     softmax.update_scores(s, correction);
   }
 

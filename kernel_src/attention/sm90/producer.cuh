@@ -14,15 +14,15 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
                                         const KvLoader& kv) {
   constexpr SmemLayout L = Traits::layout();
   constexpr int BM = Traits::BM, BN = Traits::BN;
-  const AttnParams& a = p.attn;
+  const AttnParams& a = p.attn;  // group only: a tile's bounds are its own
   prefetch_tensor_map(&p.q);
   kv.prefetch();
   int kv_iter = 0;
-  for_each_tile<Traits::CAUSAL>(p, [&](int tile_iter, const Tile& t) {
+  for_each_tile<Traits::CAUSAL, Traits::VARLEN>(p, [&](int tile_iter, const Tile& t) {
     const RingSlot<Traits::kQBuffers> q = RingSlot<Traits::kQBuffers>::at(tile_iter);
     const int m0 = t.m_block * BM;
     const int head_kv = t.head / a.group;
-    const KeyBlockRange blocks = key_block_range(m0, BM, BN, a.seq_q, a.seq_k, Traits::CAUSAL, a.causal_offset);
+    const KeyBlockRange blocks = key_block_range(m0, BM, BN, t.seq_q, t.seq_k, Traits::CAUSAL, t.causal_offset);
 
     // Q: one (chunk columns, 64) box per chunk and consumer warpgroup.
     bars.q_empty(q.index).wait(q.phase ^ 1);
@@ -32,17 +32,17 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
 #pragma unroll
       for (int w = 0; w < Traits::kConsumers; ++w)
         tma_load_4d(sQ + q.index * L.q_bytes + (c * BM + w * 64) * kRowBytes, &p.q, bars.q_full(q.index).addr,
-                    c * Traits::kChunkColumns, m0 + w * 64, t.head, t.batch);
+                    c * Traits::kChunkColumns, t.q_row + m0 + w * 64, t.head, t.batch);
 
     // Key blocks go last to first: the masked ones come first.
     for (int n = blocks.count - 1; n >= 0; --n, ++kv_iter) {
       const RingSlot<Traits::STAGES> kv_slot = RingSlot<Traits::STAGES>::at(kv_iter);
       bars.k_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
       bars.k_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
-      kv.load_k(kv_slot.index, bars.k_full(kv_slot.index), n, head_kv, t.batch);
+      kv.load_k(kv_slot.index, bars.k_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch);
       bars.v_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
       bars.v_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
-      kv.load_v(kv_slot.index, bars.v_full(kv_slot.index), n, head_kv, t.batch);
+      kv.load_v(kv_slot.index, bars.v_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch);
     }
   });
 }

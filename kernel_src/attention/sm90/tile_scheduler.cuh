@@ -2,11 +2,17 @@
 // CTA takes next. Producer and consumers walk it in step, each on its own.
 #pragma once
 #include "attention/sm90/attn_params_sm90.h"
+#include "attention/varlen/varlen_params.h"
 
 namespace cujit::sm90 {
 
+// One tile: its m-block and head, and its sequence's bounds. q_row, k_row
+// and batch are the sequence's coordinates in the TMA maps (and the LSE):
+// 0, 0 and b for a dense batch, packed row offsets and 0 for a ragged one.
 struct Tile {
   int m_block, head, batch;
+  int q_row, k_row;
+  int seq_q, seq_k, causal_offset;  // key j visible to query i iff j < seq_k and (causal) j <= i + causal_offset
 };
 
 // The tile at a position of the CTAs' walk: with tiles_by_rows, one m-block
@@ -14,13 +20,24 @@ struct Tile {
 // head) together, sharing its K/V in L2 (jit/attention/sm90/tile_order.h says when the
 // host picks which). Causal tiles run longest (last m-block) first.
 template <bool CAUSAL>
-__device__ __forceinline__ Tile tile_at(int index, const Sm90AttnParams& p) {
+__device__ __forceinline__ Tile dense_tile_at(int index, const Sm90AttnParams& p) {
   const unsigned major = p.tile_divisor.quotient(index);
   const unsigned minor = p.tile_divisor.remainder(index, major);
   const unsigned bh = p.tiles_by_rows ? minor : major;
   const int m = int(p.tiles_by_rows ? major : minor);
   const unsigned batch = p.head_divisor.quotient(bh);
-  return {CAUSAL ? p.m_blocks - 1 - m : m, int(p.head_divisor.remainder(bh, batch)), int(batch)};
+  const AttnParams& a = p.attn;
+  return {CAUSAL ? p.m_blocks - 1 - m : m, int(p.head_divisor.remainder(bh, batch)), int(batch), 0, 0,
+          a.seq_q, a.seq_k, a.causal_offset};
+}
+
+// A ragged batch: every head of the prepare step's tile index / heads_q, in
+// its order (longest first).
+__device__ __forceinline__ Tile varlen_tile_at(int index, const Sm90AttnParams& p) {
+  const unsigned entry = p.head_divisor.quotient(index);
+  const VarlenTile v = p.attn.varlen_tiles[entry];
+  return {v.m_block, int(p.head_divisor.remainder(index, entry)), 0, v.q_row, v.k_row, v.seq_q, v.seq_k,
+          v.causal_offset};
 }
 
 // The CTA's tile in round r: rounds of gridDim.x consecutive tiles, dealt
@@ -32,10 +49,11 @@ __device__ __forceinline__ int tile_index(int round) {
 }
 
 // body(i, tile) for this CTA's i-th tile, i = 0, 1, ...
-template <bool CAUSAL, class Body>
+template <bool CAUSAL, bool VARLEN, class Body>
 __device__ __forceinline__ void for_each_tile(const Sm90AttnParams& p, Body&& body) {
-  for (int tile_iter = 0, index; (index = tile_index(tile_iter)) < p.total_tiles; ++tile_iter) {
-    body(tile_iter, tile_at<CAUSAL>(index, p));
+  const int total_tiles = VARLEN ? *p.attn.varlen_tile_count * p.attn.heads_q : p.total_tiles;
+  for (int tile_iter = 0, index; (index = tile_index(tile_iter)) < total_tiles; ++tile_iter) {
+    body(tile_iter, VARLEN ? varlen_tile_at(index, p) : dense_tile_at<CAUSAL>(index, p));
   }
 }
 

@@ -1,0 +1,128 @@
+#include "jit/attention/varlen/varlen_prepare.h"
+
+#include <cuda.h>
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "jit/attention/fixed_kernel_family.h"
+#include "jit/driver.h"
+#include "jit/error.h"
+#include "jit/log.h"
+
+namespace jit::detail {
+namespace {
+
+// The workspace: the tile count, padded to the tiles' alignment, then the tiles.
+constexpr std::size_t kTilesOffset = alignof(cujit::VarlenTile);
+
+struct PrepareStepData {
+  int bm, bn, max_tiles;
+};
+
+constexpr unsigned kPrepareThreads = 1024;  // varlen_prepare.cu's kThreads
+
+std::int32_t read_int(const void* device_address) {
+  std::int32_t value = 0;
+  CUJIT_CU_CHECK(driver().cuMemcpyDtoH(&value, reinterpret_cast<CUdeviceptr>(device_address), sizeof value));
+  return value;
+}
+
+}  // namespace
+
+const KernelFamily& varlen_prepare_family() {
+  static const FixedKernelFamily family(
+      "varlen_prepare", "attention/varlen/varlen_prepare.cu", [](const Json&) { return std::string("varlen_prepare"); },
+      [](const Json&) { return std::string("cujit::varlen::varlen_prepare"); });
+  return family;
+}
+
+AttentionFamily::Companion varlen_prepare_companion() {
+  return {&varlen_prepare_family(), Json::object(), Json::object()};
+}
+
+std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm) {
+  return cujit::varlen_max_tiles(problem.total_q, problem.batch, bm);
+}
+
+void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm, int bn) {
+  const std::int64_t slots = varlen_tile_slots(problem, bm);
+  if (slots * problem.heads_q >= (std::int64_t{1} << 31)) {
+    throw Error(ErrorCode::Unsupported, fmt::format("{} tiles of {} rows times {} heads exceed the kernels' 32-bit "
+                                                    "tile index: split the batch",
+                                                    slots, bm, problem.heads_q));
+  }
+  AttnStep& step = plan.add_step();
+  step.geometry.grid = {1, 1, 1};
+  step.geometry.block = {kPrepareThreads, 1, 1};
+  step.params_bytes = sizeof(cujit::VarlenPrepareParams);
+  step.params_align = alignof(cujit::VarlenPrepareParams);
+  step.data.set(PrepareStepData{bm, bn, int(slots)});
+  plan.workspace_bytes = kTilesOffset + std::size_t(slots) * sizeof(cujit::VarlenTile);
+}
+
+void bind_varlen_kernels(AttnPlan& plan, const Kernel& main) {
+  plan.steps[0].kernel = &get_kernel(varlen_prepare_family(), Json::object(), Json::object());
+  for (int i = 1; i < plan.step_count; ++i) plan.steps[std::size_t(i)].kernel = &main;
+}
+
+VarlenTileList varlen_tile_list(void* workspace) {
+  char* base = static_cast<char*>(workspace);
+  return {reinterpret_cast<const cujit::VarlenTile*>(base + kTilesOffset), reinterpret_cast<const int*>(base)};
+}
+
+void launch_varlen_prepare(const AttnStep& step, const AttnProblem& problem, const AttnTensors& t, void* workspace,
+                           Stream stream, int* first_bad) {
+  if (workspace == nullptr) throw Error(ErrorCode::Internal, "a ragged plan was launched without its workspace");
+  const PrepareStepData d = step.data.get<PrepareStepData>();
+  char* base = static_cast<char*>(workspace);
+  cujit::VarlenPrepareParams p{};
+  p.cu_seqlens_q = t.cu_seqlens_q;
+  p.cu_seqlens_k = t.cu_seqlens_k;
+  p.batch = int(problem.batch);
+  p.total_q = int(problem.total_q);
+  p.total_k = int(problem.total_k);
+  p.max_seq_q = int(problem.seq_q);
+  p.max_seq_k = int(problem.seq_k);
+  p.bm = d.bm;
+  p.bn = d.bn;
+  p.causal = problem.causal;
+  p.bottom_right = problem.align_bottom_right;
+  p.max_tiles = d.max_tiles;
+  p.tiles = reinterpret_cast<cujit::VarlenTile*>(base + kTilesOffset);
+  p.tile_count = reinterpret_cast<int*>(base);
+  p.first_bad = first_bad;
+  step.kernel->launch(step.geometry, p, stream);
+}
+
+void check_varlen_contents(const AttnProblem& problem, const AttnTensors& tensors, Stream stream) {
+  if (stream_is_capturing(reinterpret_cast<CUstream>(stream))) {
+    log_info("CUJIT_CHECK: cu_seqlens are not checked inside a graph capture");
+    return;
+  }
+  // The prepare step with the smallest tiles, into a workspace of its own.
+  constexpr int kCheckRows = 64;
+  AttnPlan plan;
+  add_varlen_prepare_step(plan, problem, kCheckRows, kCheckRows);
+  plan.steps[0].kernel = &get_kernel(varlen_prepare_family(), Json::object(), Json::object());
+  DeviceBuffer workspace(plan.workspace_bytes);
+  DeviceBuffer first_bad(sizeof(std::int32_t));
+  const std::int32_t none = INT_MAX;
+  first_bad.upload(&none, sizeof none);
+  launch_varlen_prepare(plan.steps[0], problem, tensors, workspace.data(), stream,
+                        static_cast<int*>(first_bad.data()));
+  CUJIT_CU_CHECK(driver().cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));
+  std::int32_t b = 0;
+  first_bad.download(&b, sizeof b);
+  if (b == INT_MAX) return;
+  const std::int32_t q0 = read_int(tensors.cu_seqlens_q + b), q1 = read_int(tensors.cu_seqlens_q + b + 1);
+  const std::int32_t k0 = read_int(tensors.cu_seqlens_k + b), k1 = read_int(tensors.cu_seqlens_k + b + 1);
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("CUJIT_CHECK: sequence {} of the ragged batch is wrong: cu_seqlens_q[{}..{}] = {}, {} and "
+                          "cu_seqlens_k[{}..{}] = {}, {}; prefix sums start at 0, never decrease, end within the "
+                          "packed rows (q {}, k {}), and no step is longer than max_seqlen_q ({}) / max_seqlen_k ({})",
+                          b, b, b + 1, q0, q1, b, b + 1, k0, k1, problem.total_q, problem.total_k, problem.seq_q,
+                          problem.seq_k));
+}
+
+}  // namespace jit::detail

@@ -1,0 +1,45 @@
+// The prepare step of a ragged batch's plan (kernel_src/attention/varlen/
+// varlen_prepare.cu): a companion kernel that the sm90 and portable families
+// launch before their attention kernel, and the workspace they share (the
+// tile count, then the tiles).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "jit/attention/attention_family.h"
+#include "kernel_src/attention/varlen/varlen_params.h"
+
+namespace jit::detail {
+
+const KernelFamily& varlen_prepare_family();
+AttentionFamily::Companion varlen_prepare_companion();
+
+// Tile slots a plan with BM-row tiles reserves for `problem`.
+std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm);
+
+// Adds the prepare step (step 0 of a ragged plan) and sizes the plan's
+// workspace for it. Throws Error(Unsupported) when the tiles times the heads
+// pass the kernels' 32-bit tile index.
+void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm, int bn);
+
+// Binds step 0 to the prepare kernel and the others to `main`.
+void bind_varlen_kernels(AttnPlan& plan, const Kernel& main);
+
+// The prepare step's outputs in a plan's workspace.
+struct VarlenTileList {
+  const cujit::VarlenTile* tiles;
+  const int* count;
+};
+VarlenTileList varlen_tile_list(void* workspace);
+
+// Launches step 0 for these tensors; `first_bad` (or null) receives the
+// first sequence whose cu_seqlens entries are wrong (an atomic min: set it
+// to INT32_MAX first).
+void launch_varlen_prepare(const AttnStep& step, const AttnProblem& problem, const AttnTensors& tensors,
+                           void* workspace, Stream stream, int* first_bad = nullptr);
+
+// CUJIT_CHECK=1: runs the prepare step on its own, synchronizes and throws
+// Error(InvalidArgument) naming the first wrong cu_seqlens entry.
+void check_varlen_contents(const AttnProblem& problem, const AttnTensors& tensors, Stream stream);
+
+}  // namespace jit::detail
