@@ -1,7 +1,8 @@
 // Ragged (variable-length) batches: the tile list a plan's first step builds
-// on the device from cu_seqlens, and the parameters of that step. Plain data,
-// no includes, so NVRTC and the host compiler both accept it as is.
+// on the device from cu_seqlens, and the parameters of that step. Plain data
+// and constexpr C++, so NVRTC and the host compiler both accept it as is.
 #pragma once
+#include "common/host_device.h"
 
 namespace cujit {
 
@@ -22,7 +23,7 @@ struct alignas(16) VarlenTile {
 // Tiles of BM rows of `rows` rows: every tile of a ragged batch is in one
 // sequence, so ceil(total / BM) plus one partial tile per sequence bounds the
 // list (the workspace the host sizes).
-constexpr long long varlen_max_tiles(long long total_rows, long long batch, int bm) {
+CUJIT_HOST_DEVICE constexpr long long varlen_max_tiles(long long total_rows, long long batch, int bm) {
   return (total_rows + bm - 1) / bm + batch;
 }
 
