@@ -100,6 +100,7 @@ const std::string kWarmup = CUJIT_WARMUP_PATH;
 const std::string kCache = CUJIT_CACHE_TOOL_PATH;
 const std::string kDemo = CUJIT_DEMO_PATH;
 const std::string kServingBench = CUJIT_SERVING_BENCH_PATH;
+const std::string kVarlenBench = CUJIT_VARLEN_BENCH_PATH;
 const std::string kShape = "1,16,1024,64,fp16,0";
 
 }  // namespace
@@ -330,4 +331,29 @@ TEST(CujitServingBenchTool, WithoutAGpuItStopsWithTheNoDeviceError) {
     EXPECT_EQ(count_lines(r.err), 1u) << r.err;
     EXPECT_TRUE(r.out.empty()) << "something was measured: " << r.out;
   }
+}
+
+// --- cujit-varlen-bench ----------------------------------------------------------
+
+TEST(CujitVarlenBenchTool, HelpNamesItsFlagsAndWhatItMeasures) {
+  const ToolRun r = run(kVarlenBench, {"--help"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  for (const char* part : {"--quick", "--dtype", "--heads-q", "--heads-kv", "--head-dim", "ragged", "dense", "bar"}) {
+    EXPECT_TRUE(contains(r.out, part)) << part << " is not in the help: " << r.out;
+  }
+}
+
+TEST(CujitVarlenBenchTool, DtypeIsF16OrBf16) {
+  const ToolRun r = run(kVarlenBench, {"--dtype", "fp8"});
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, 1) << "a usage error ran the benchmark: " << r.err;
+  EXPECT_TRUE(contains(r.err, "--dtype")) << r.err;
+}
+
+// CUDA_VISIBLE_DEVICES=-1 hides every GPU, so this holds on GPU machines too.
+TEST(CujitVarlenBenchTool, WithoutAGpuItStopsWithTheNoDeviceError) {
+  const ToolRun r = run(kVarlenBench, {"--quick"}, {{"CUDA_VISIBLE_DEVICES", "-1"}});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_TRUE(contains(r.err, "cujit-varlen-bench: no device: ")) << r.err;
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
 }

@@ -1,0 +1,201 @@
+// cujit-varlen-bench: ragged (variable-length) prefill against the dense
+// kernel, in one run (issue 19's ragged bars):
+//  1. equal lengths: B sequences of L rows packed, against jit::attention on
+//     the same memory viewed as [B, L, H, D]: dense time / ragged time
+//     (bar 0.95: within 5%);
+//  2. mixed lengths (64 sequences, lengths uniform in 128..8192, a fixed
+//     seed): ragged TFLOP/s against the dense kernel's at the same mean
+//     length and about the same FLOPs (bar 0.90).
+// FLOPs count the visible (query, key) pairs: 4 * D * Hq per pair. Prints
+// every ratio with its bar and PASS/MISS; a miss is not an error. bench/
+// varlen_peers.py compares the same mixed batch with PyTorch SDPA padded.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "jit/cujit.h"
+#include "tools/tool_message.h"
+
+namespace {
+
+constexpr const char* kTool = "cujit-varlen-bench";
+constexpr double kEqualBar = 0.95, kMixedBar = 0.90;
+
+struct Heads {
+  std::int64_t q = 32, kv = 8, d = 128;
+};
+
+// Visible (query, key) pairs of one self-attention sequence of L rows.
+double pairs(std::int64_t len, bool causal) {
+  const double l = double(len);
+  return causal ? l * (l + 1) / 2 : l * l;
+}
+
+double tflops(double pair_count, const Heads& h, double us) { return 4.0 * double(h.d * h.q) * pair_count / us * 1e-6; }
+
+// Packed q, k, v (and out) of `total` rows, shared by the dense and ragged
+// calls of one comparison.
+struct Packed {
+  jit::DeviceTensor q, k, v, out;
+  Packed(jit::DType dtype, const Heads& h, std::int64_t total)
+      : q(jit::random_tensor(dtype, 1, total, h.q, h.d, 1)),
+        k(jit::random_tensor(dtype, 1, total, h.kv, h.d, 2)),
+        v(jit::random_tensor(dtype, 1, total, h.kv, h.d, 3)),
+        out(jit::random_tensor(dtype, 1, total, h.q, h.d, 4)) {}
+  // The rows as a [b, len, H, D] batch (b * len == total), or as packed.
+  static jit::TensorView view(const jit::DeviceTensor& t, std::int64_t b, std::int64_t len, std::int64_t heads,
+                              std::int64_t d) {
+    return jit::TensorView::bshd(t.view.data, t.view.dtype, b, len, heads, d);
+  }
+};
+
+struct Ragged {
+  jit::DeviceBuffer cu;
+  jit::VarlenBatch batch;
+  explicit Ragged(const std::vector<std::int64_t>& lens) {
+    std::vector<std::int32_t> sums(lens.size() + 1, 0);
+    for (std::size_t b = 0; b < lens.size(); ++b) sums[b + 1] = sums[b] + std::int32_t(lens[b]);
+    cu = jit::DeviceBuffer(sums.size() * sizeof(std::int32_t));
+    cu.upload(sums.data(), sums.size() * sizeof(std::int32_t));
+    batch.cu_seqlens_q = batch.cu_seqlens_k = static_cast<const std::int32_t*>(cu.data());
+    batch.batch = std::int64_t(lens.size());
+    batch.max_seqlen_q = batch.max_seqlen_k = *std::max_element(lens.begin(), lens.end());
+  }
+};
+
+jit::TimingOptions timing(bool quick) {
+  jit::TimingOptions t;
+  t.warmup = 3;
+  t.min_reps = quick ? 5 : 10;
+  t.max_reps = quick ? 20 : 100;
+  t.target_ms = quick ? 20 : 100;
+  return t;
+}
+
+double time_us(const std::function<void()>& call, bool quick) {
+  call();  // compiles and tunes, outside the timing
+  return jit::time_on_stream(call, nullptr, timing(quick)).median_us;
+}
+
+double time_ragged(Packed& p, const Ragged& r, const Heads& h, std::int64_t total, bool causal, bool quick) {
+  jit::AttentionOptions o;
+  o.causal = causal;
+  o.align = jit::CausalAlign::BottomRight;
+  const auto q = Packed::view(p.q, 1, total, h.q, h.d), k = Packed::view(p.k, 1, total, h.kv, h.d),
+             v = Packed::view(p.v, 1, total, h.kv, h.d), out = Packed::view(p.out, 1, total, h.q, h.d);
+  return time_us([&] { jit::attention_varlen(q, k, v, out, r.batch, o); }, quick);
+}
+
+double time_dense(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, bool causal, bool quick) {
+  jit::AttentionOptions o;
+  o.causal = causal;
+  const auto q = Packed::view(p.q, b, len, h.q, h.d), k = Packed::view(p.k, b, len, h.kv, h.d),
+             v = Packed::view(p.v, b, len, h.kv, h.d), out = Packed::view(p.out, b, len, h.q, h.d);
+  return time_us([&] { jit::attention(q, k, v, out, o); }, quick);
+}
+
+const char* verdict(double ratio, double bar) { return ratio >= bar ? "PASS" : "MISS"; }
+
+struct Tally {
+  int misses = 0;
+  std::vector<double> ratios;
+  void add(double ratio, double bar) {
+    ratios.push_back(ratio);
+    misses += ratio < bar;
+  }
+};
+
+void equal_lengths(jit::DType dtype, const Heads& h, bool quick, Tally& tally) {
+  fmt::print("\nequal lengths: dense [B, L] against the same rows as a ragged batch (bar {:.2f})\n", kEqualBar);
+  fmt::print("{:<24} {:>11} {:>11} {:>8} {:>8}\n", "shape", "dense us", "ragged us", "ratio", "");
+  std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{16, 1024}, {8, 2048}, {4, 4096}, {2, 8192}};
+  if (quick) shapes = {{8, 2048}};
+  for (bool causal : {true, false}) {
+    for (auto [b, len] : shapes) {
+      const std::int64_t total = b * len;
+      Packed p(dtype, h, total);
+      const Ragged r(std::vector<std::int64_t>(std::size_t(b), len));
+      const double dense = time_dense(p, h, b, len, causal, quick);
+      const double ragged = time_ragged(p, r, h, total, causal, quick);
+      const double ratio = dense / ragged;
+      tally.add(ratio, kEqualBar);
+      fmt::print("{:<24} {:>11.1f} {:>11.1f} {:>8.3f} {:>8}\n",
+                 fmt::format("B={} L={}{}", b, len, causal ? " causal" : ""), dense, ragged, ratio,
+                 verdict(ratio, kEqualBar));
+    }
+  }
+}
+
+void mixed_lengths(jit::DType dtype, const Heads& h, bool quick, Tally& tally) {
+  std::mt19937_64 rng(19);
+  std::uniform_int_distribution<std::int64_t> length(128, 8192);
+  std::vector<std::int64_t> lens(64);
+  for (auto& l : lens) l = length(rng);
+  const std::int64_t total = std::accumulate(lens.begin(), lens.end(), std::int64_t{0});
+  const std::int64_t mean = total / std::int64_t(lens.size());
+  fmt::print("\nmixed lengths: {} sequences of 128..8192 rows ({} in all, mean {}), ragged TFLOP/s against the "
+             "dense kernel's at the mean length (bar {:.2f})\n",
+             lens.size(), total, mean, kMixedBar);
+  fmt::print("{:<10} {:>11} {:>9} {:>16} {:>9} {:>8} {:>8}\n", "mask", "ragged us", "TFLOP/s", "dense shape",
+             "TFLOP/s", "ratio", "");
+  for (bool causal : {true, false}) {
+    Packed p(dtype, h, total);
+    const Ragged r(lens);
+    double ragged_pairs = 0;
+    for (std::int64_t l : lens) ragged_pairs += pairs(l, causal);
+    const double ragged_us = time_ragged(p, r, h, total, causal, quick);
+    const double ragged_rate = tflops(ragged_pairs, h, ragged_us);
+    // The dense batch of the mean length with about the ragged batch's FLOPs.
+    const std::int64_t b = std::max<std::int64_t>(1, std::llround(ragged_pairs / pairs(mean, causal)));
+    const std::int64_t dense_rows = std::min(b * mean, total);
+    const std::int64_t dense_b = dense_rows / mean;
+    const double dense_us = time_dense(p, h, dense_b, mean, causal, quick);
+    const double dense_rate = tflops(double(dense_b) * pairs(mean, causal), h, dense_us);
+    const double ratio = ragged_rate / dense_rate;
+    tally.add(ratio, kMixedBar);
+    fmt::print("{:<10} {:>11.1f} {:>9.1f} {:>16} {:>9.1f} {:>8.3f} {:>8}\n", causal ? "causal" : "full", ragged_us,
+               ragged_rate, fmt::format("B={} L={}", dense_b, mean), dense_rate, ratio, verdict(ratio, kMixedBar));
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"cujit-varlen-bench: ragged (variable-length) prefill against the dense kernel in the same run; "
+               "prints every ratio with its bar (issue 19)"};
+  bool quick = false;
+  std::string dtype_name = "bf16";
+  Heads h;
+  app.add_flag("--quick", quick, "one equal-length shape, fewer repetitions");
+  app.add_option("--dtype", dtype_name, "f16 or bf16")->check(CLI::IsMember({"f16", "bf16"}))->capture_default_str();
+  app.add_option("--heads-q", h.q, "query heads")->capture_default_str();
+  app.add_option("--heads-kv", h.kv, "key/value heads")->capture_default_str();
+  app.add_option("--head-dim", h.d, "head dim")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  try {
+    const jit::Target target = jit::current_target();  // Error(NoDevice) without a GPU
+    const jit::DType dtype = dtype_name == "f16" ? jit::DType::f16 : jit::DType::bf16;
+    fmt::print("device: {} ({}, {} SMs); Hq={} Hkv={} D={} {}\n", target.device_name, target.arch, target.sm_count,
+               h.q, h.kv, h.d, dtype_name);
+    Tally tally;
+    equal_lengths(dtype, h, quick, tally);
+    mixed_lengths(dtype, h, quick, tally);
+    double log_sum = 0;
+    for (double r : tally.ratios) log_sum += std::log(r);
+    fmt::print("\n{} of {} ratios below their bar; geomean ratio {:.3f}\n", tally.misses, tally.ratios.size(),
+               std::exp(log_sum / double(tally.ratios.size())));
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << tool_message(kTool, e) << "\n";
+    return 1;
+  }
+}
