@@ -156,9 +156,10 @@ class VarlenBinding(unittest.TestCase):
     def setUp(self):
         torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
 
-    def check(self, q_lens, k_lens, dtype=torch.float16, d=128, hq=8, hkv=2, causal=False, bottom_right=False,
+    def check(self, q_lens, k_lens, dtype=None, d=128, hq=8, hkv=2, causal=False, bottom_right=False,
               scale=None, spare_q=0, spare_k=0):
         """spare_q, spare_k: packed rows past the last sequence (not read; out's must stay as they were)."""
+        dtype = dtype or torch.float16
         with self.subTest(q_lens=q_lens, k_lens=k_lens, dtype=dtype, d=d, hq=hq, hkv=hkv, causal=causal,
                           bottom_right=bottom_right, spare_q=spare_q, spare_k=spare_k):
             total_q, total_k = sum(q_lens) + spare_q, sum(k_lens) + spare_k
