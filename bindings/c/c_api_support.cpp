@@ -30,6 +30,21 @@ jit::TensorView view_of(const cujit_tensor* t, const std::string& name) {
   return v;
 }
 
+jit::AttentionOptions attention_options_of(const cujit_options* o) {
+  jit::AttentionOptions a;
+  if (o == nullptr) return a;
+  a.causal = o->causal != 0;
+  a.align = o->bottom_right != 0 ? jit::CausalAlign::BottomRight : jit::CausalAlign::TopLeft;
+  if (o->scale != 0.f) a.scale = o->scale;
+  a.stream = static_cast<jit::Stream>(o->stream);
+  a.lse = o->lse;
+  return a;
+}
+
+void null_argument(const char* name) {
+  throw jit::Error(jit::ErrorCode::InvalidArgument, std::string(name) + " is NULL");
+}
+
 void check_text_buffer(const char* buffer, std::size_t size, const char* caller) {
   if (buffer == nullptr || size == 0) {
     throw jit::Error(jit::ErrorCode::InvalidArgument, std::string(caller) + " needs a buffer of at least 1 byte");

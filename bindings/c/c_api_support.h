@@ -1,6 +1,7 @@
 // What every C entry point shares (bindings/c/cujit_c.h): the conversion of
-// a cujit_tensor to a TensorView, the per-thread message of the last failed
-// call, and guarded(), which keeps every exception on the C++ side.
+// a cujit_tensor to a TensorView and of cujit_options to AttentionOptions,
+// the per-thread message of the last failed call, and guarded(), which keeps
+// every exception on the C++ side.
 #pragma once
 #include <cstddef>
 #include <exception>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "bindings/c/cujit_c.h"
+#include "jit/attention.h"
 #include "jit/error.h"
 #include "jit/tensor.h"
 
@@ -21,6 +23,12 @@ jit::DType dtype_of(std::int32_t dtype, const std::string& name);
 
 // The view of `t`; `name` names the argument when it is NULL or its dtype unknown.
 jit::TensorView view_of(const cujit_tensor* t, const std::string& name);
+
+// The options of jit::attention (and attention_varlen); NULL means the defaults.
+jit::AttentionOptions attention_options_of(const cujit_options* o);
+
+// Throws Error(InvalidArgument) saying that `name` is NULL.
+[[noreturn]] void null_argument(const char* name);
 
 // Throws naming `caller` when buffer is NULL or has no room for the NUL;
 // checked before any work, so a call with no buffer fails at once.

@@ -1,6 +1,6 @@
 // The C interface (cujit_c.h) over jit::attention: converts the structs and
 // runs every call through guarded() (c_api_support.h). The serving half is
-// in cujit_c_serving.cpp.
+// in cujit_c_serving.cpp, ragged batches in cujit_c_varlen.cpp.
 #include "bindings/c/cujit_c.h"
 
 #include <string>
@@ -8,23 +8,9 @@
 #include "bindings/c/c_api_support.h"
 #include "jit/attention.h"
 
+using cujit_c::attention_options_of;
 using cujit_c::guarded;
 using cujit_c::view_of;
-
-namespace {
-
-jit::AttentionOptions options_of(const cujit_options* o) {
-  jit::AttentionOptions a;
-  if (o == nullptr) return a;
-  a.causal = o->causal != 0;
-  a.align = o->bottom_right != 0 ? jit::CausalAlign::BottomRight : jit::CausalAlign::TopLeft;
-  if (o->scale != 0.f) a.scale = o->scale;
-  a.stream = static_cast<jit::Stream>(o->stream);
-  a.lse = o->lse;
-  return a;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -33,7 +19,8 @@ int cujit_c_abi_version(void) { return CUJIT_C_ABI_VERSION; }
 cujit_status cujit_attention(const cujit_tensor* q, const cujit_tensor* k, const cujit_tensor* v,
                              const cujit_tensor* out, const cujit_options* options) {
   return guarded([&] {
-    jit::attention(view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(out, "out"), options_of(options));
+    jit::attention(view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(out, "out"),
+                   attention_options_of(options));
   });
 }
 
@@ -43,7 +30,7 @@ cujit_status cujit_plan(const cujit_tensor* q, const cujit_tensor* k, const cuji
     cujit_c::check_text_buffer(buffer, size, "cujit_plan");
     const jit::AttentionPlan plan =
         jit::plan_attention(view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(out, "out"),
-                            options_of(options));
+                            attention_options_of(options));
     cujit_c::copy_text(plan.family + "/" + plan.variant, buffer, size);
   });
 }

@@ -1,5 +1,5 @@
-/* cujit's C interface: jit::attention and the serving API (jit/serving.h)
- * behind a stable ABI, for callers that are not C++ (the Python binding in
+/* cujit's C interface: jit::attention, ragged batches (jit/varlen.h) and the
+ * serving API (jit/serving.h) behind a stable ABI, for callers that are not C++ (the Python binding in
  * bindings/python loads it with ctypes).
  * No C++ exception crosses it: every call returns a status, and the failed
  * call's message stays readable from the same thread until its next call. */
@@ -66,6 +66,32 @@ CUJIT_C_API cujit_status cujit_plan(const cujit_tensor* q, const cujit_tensor* k
 
 /* The message of this thread's last failed call ("" after a success). */
 CUJIT_C_API const char* cujit_last_error(void);
+
+/* Attention over a ragged batch (jit/varlen.h; docs/serving.md, "Ragged
+ * batches"), in FlashAttention's varlen layout: the sequences' rows packed
+ * one after another. */
+
+/* Sequence b has query rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) and keys
+ * [cu_seqlens_k[b], cu_seqlens_k[b + 1]); a sequence may have none. */
+typedef struct {
+  const int32_t* cu_seqlens_q; /* int32 [batch + 1] on the device, non-decreasing from 0; NULL only for batch 0 */
+  const int32_t* cu_seqlens_k; /* likewise for the keys */
+  int64_t batch;               /* sequences */
+  int64_t max_seqlen_q;        /* the longest sequence's query rows (the host's copy; not read back) */
+  int64_t max_seqlen_k;        /* the longest sequence's keys */
+} cujit_varlen_batch;
+
+/* out = softmax(scale * q k^T [+ mask]) v for each sequence of `batch`. q and
+ * out [1, Hq, total_q, D], k and v [1, Hkv, total_k, D]: packed
+ * [total, H, D] storage is shape {1, H, total, D} with strides
+ * {total * H * D, D, H * D, 1}. options as for cujit_attention, with the
+ * causal diagonal of each sequence (bottom_right: its last query row sees its
+ * last key); options->lse, when set, is float32 contiguous [Hq, total_q].
+ * Rows outside every sequence are not written. Asynchronous on
+ * options->stream. */
+CUJIT_C_API cujit_status cujit_attention_varlen(const cujit_tensor* q, const cujit_tensor* k, const cujit_tensor* v,
+                                                const cujit_tensor* out, const cujit_varlen_batch* batch,
+                                                const cujit_options* options);
 
 /* Attention over a KV cache (jit/serving.h; docs/serving.md). */
 

@@ -20,13 +20,10 @@ struct cujit_kv_plan {
 };
 
 using cujit_c::guarded;
+using cujit_c::null_argument;
 using cujit_c::view_of;
 
 namespace {
-
-[[noreturn]] void null_argument(const char* name) {
-  throw jit::Error(jit::ErrorCode::InvalidArgument, std::string(name) + " is NULL");
-}
 
 jit::KvCache cache_of(const cujit_kv_cache* c) {
   if (c == nullptr) null_argument("cache");

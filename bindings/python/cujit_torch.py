@@ -18,6 +18,13 @@ or pages [num_pages, page_size, Hkv, D] with an int32 block_table:
     plan = cujit_torch.KvPlan(batch=B, heads_q=Hq, heads_kv=Hkv, head_dim=D, max_seq_k=L, page_size=16)
     plan.run(q, k_cache, v_cache, cache_seqlens=lens, block_table=table, out=out)   # per layer
 
+A ragged batch (docs/serving.md, "Ragged batches"), in FlashAttention's
+flash_attn_varlen_func layout: the sequences' rows packed into q
+[total_q, Hq, D] and k, v [total_k, Hkv, D], located by int32 prefix sums:
+
+    out = cujit_torch.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                                       causal=True, bottom_right=True)
+
 The library is found at $CUJIT_C_LIBRARY, else in the build tree next to this
 file (build/bindings/c/libcujit_c.so), else by the system's loader.
 """
@@ -26,7 +33,7 @@ import os
 
 import torch
 
-__all__ = ["attention", "plan", "attention_with_kvcache", "KvPlan", "CujitError"]
+__all__ = ["attention", "plan", "attention_varlen", "attention_with_kvcache", "KvPlan", "CujitError"]
 
 
 class CujitError(RuntimeError):
@@ -45,6 +52,11 @@ class _Tensor(ctypes.Structure):
 class _Options(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int32), ("bottom_right", ctypes.c_int32), ("scale", ctypes.c_float),
                 ("stream", ctypes.c_void_p), ("lse", ctypes.c_void_p)]
+
+
+class _VarlenBatch(ctypes.Structure):
+    _fields_ = [("cu_seqlens_q", ctypes.c_void_p), ("cu_seqlens_k", ctypes.c_void_p), ("batch", ctypes.c_int64),
+                ("max_seqlen_q", ctypes.c_int64), ("max_seqlen_k", ctypes.c_int64)]
 
 
 class _KvCache(ctypes.Structure):
@@ -100,6 +112,9 @@ def _library():
     lib.cujit_attention.restype = ctypes.c_int
     lib.cujit_plan.argtypes = args + [ctypes.c_char_p, ctypes.c_size_t]
     lib.cujit_plan.restype = ctypes.c_int
+    lib.cujit_attention_varlen.argtypes = [ctypes.POINTER(_Tensor)] * 4 + [ctypes.POINTER(_VarlenBatch),
+                                                                           ctypes.POINTER(_Options)]
+    lib.cujit_attention_varlen.restype = ctypes.c_int
     _declare_serving(lib)
     _lib = lib
     return lib
@@ -142,17 +157,22 @@ def _view(name, t):
     return v
 
 
-def _call(fn, q, k, v, out, causal, bottom_right, scale, lse, *extra):
-    lib = _library()
-    if not q.is_cuda:
-        raise CujitError(1, f"q is on {q.device}; cujit needs CUDA tensors")
-    views = [_view(n, t) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
+def _options(q, causal, bottom_right, scale, lse):
     options = _Options()
     options.causal = int(bool(causal))
     options.bottom_right = int(bool(bottom_right))
     options.scale = 0.0 if scale is None else float(scale)
     options.stream = torch.cuda.current_stream(q.device).cuda_stream
     options.lse = None if lse is None else lse.data_ptr()
+    return options
+
+
+def _call(fn, q, k, v, out, causal, bottom_right, scale, lse, *extra):
+    lib = _library()
+    if not q.is_cuda:
+        raise CujitError(1, f"q is on {q.device}; cujit needs CUDA tensors")
+    views = [_view(n, t) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
+    options = _options(q, causal, bottom_right, scale, lse)
     with torch.cuda.device(q.device):  # cujit runs on the calling thread's current context
         status = getattr(lib, fn)(*[ctypes.byref(x) for x in views], ctypes.byref(options), *extra)
     _check(lib, status)
@@ -379,3 +399,67 @@ class KvPlan:
     def __del__(self):
         if getattr(self, "_handle", None) is not None:
             self.close()
+
+
+# A ragged batch (jit/varlen.h): packed [total, H, D] tensors are cujit's
+# [1, H, total, D] views (unsqueeze(0).transpose(1, 2): no copy).
+
+def _packed(name, t, device):
+    """cujit's [1, H, total, D] view of a [total, H, D] tensor."""
+    _on_device(name, t, device)
+    if t.dim() != 3:
+        raise CujitError(1, f"{name} has {t.dim()} dimensions; it must be packed [total, H, D]")
+    return _view(name, t.unsqueeze(0).transpose(1, 2))
+
+
+def _prefix_sums(name, t, device, batch=None):
+    """The address of an int32 [batch + 1] tensor of adjacent entries, and its batch."""
+    _on_device(name, t, device)
+    if t.dtype != torch.int32:
+        raise CujitError(1, f"{name} is {t.dtype}; it must be torch.int32 (use {name}.to(torch.int32))")
+    if t.dim() != 1 or t.numel() < 1 or (batch is not None and t.numel() != batch + 1):
+        want = "[batch + 1]" if batch is None else f"[{batch + 1}] (cu_seqlens_q's batch {batch}, plus 1)"
+        raise CujitError(1, f"{name} has shape {list(t.shape)}; it must be {want}")
+    if t.numel() > 1 and t.stride(0) != 1:
+        raise CujitError(1, f"{name} has strides {list(t.stride())}: its entries must be adjacent; "
+                            f"use {name}.contiguous()")
+    return t.data_ptr(), t.numel() - 1
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
+                     bottom_right=False, scale=None, out=None, return_lse=False):
+    """Attention within each sequence of a ragged batch; returns out, or (out, lse) with return_lse.
+
+    q: [total_q, Hq, D], k and v: [total_k, Hkv, D], float16/bfloat16 CUDA
+    tensors with any strides whose last dimension is contiguous. Sequence b
+    has query rows cu_seqlens_q[b]:cu_seqlens_q[b + 1] and keys
+    cu_seqlens_k[b]:cu_seqlens_k[b + 1]: int32 [batch + 1] CUDA tensors,
+    non-decreasing from 0. max_seqlen_q, max_seqlen_k: the longest
+    sequence's rows and keys, as host ints (not read back from the device).
+    causal masks within each sequence; bottom_right aligns its diagonal with
+    the sequence's last key (FlashAttention) rather than its first (PyTorch's
+    is_causal). scale defaults to 1/sqrt(D). out: [total_q, Hq, D]; lse:
+    float32 [Hq, total_q]. Rows outside every sequence are not written (of an
+    allocated out or lse they hold whatever torch.empty gave). Enqueued on the
+    current stream; CUJIT_CHECK=1 checks the prefix sums on the device first.
+    """
+    if not isinstance(q, torch.Tensor):
+        raise TypeError(f"q must be a torch.Tensor, not {type(q).__name__}")
+    if not q.is_cuda:
+        raise CujitError(1, f"q is on {q.device}; cujit needs CUDA tensors")
+    device = q.device
+    batch = _VarlenBatch()
+    batch.cu_seqlens_q, batch.batch = _prefix_sums("cu_seqlens_q", cu_seqlens_q, device)
+    batch.cu_seqlens_k, _ = _prefix_sums("cu_seqlens_k", cu_seqlens_k, device, batch.batch)
+    batch.max_seqlen_q = int(max_seqlen_q)
+    batch.max_seqlen_k = int(max_seqlen_k)
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=device)
+    views = [_packed(n, t, device) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=device) if return_lse else None
+    lib = _library()
+    options = _options(q, causal, bottom_right, scale, lse)
+    with torch.cuda.device(device):
+        _check(lib, lib.cujit_attention_varlen(*[ctypes.byref(x) for x in views], ctypes.byref(batch),
+                                               ctypes.byref(options)))
+    return (out, lse) if return_lse else out

@@ -1,7 +1,10 @@
 """The PyTorch binding on a GPU. attention(): against float32 SDPA on the
 same inputs: dtypes, head dims, both causal alignments, GQA, a [B, S, H, D]
 view, the LSE, an explicit scale, a side stream, and the errors it must
-raise. attention_with_kvcache() and KvPlan: against a float64 reference over
+raise. attention_varlen(): sequence by sequence against the same reference
+over packed ragged batches (empty sequences, sequences without keys, rows
+past the last sequence left untouched), both causal alignments, GQA, the LSE
+[Hq, total_q], and the errors it must raise. attention_with_kvcache() and KvPlan: against a float64 reference over
 contiguous and paged (shuffled) caches with per-sequence lengths, GQA,
 decode (Sq = 1) and Sq = 4, causal and not, the LSE, plan reuse, a CUDA
 graph replay, plain eager mode, and the errors they must raise.
@@ -120,6 +123,123 @@ class Binding(unittest.TestCase):
         with self.assertRaises(cujit_torch.CujitError) as caught:
             cujit_torch.attention(q, q[..., :32].contiguous(), q)  # head dims differ
         self.assertEqual(caught.exception.status, 1)  # CUJIT_INVALID_ARGUMENT
+
+
+def varlen_reference(q, k, v, cu_seqlens_q, cu_seqlens_k, causal, bottom_right, scale):
+    """reference() on each sequence of a packed batch: out [total_q, Hq, D] (zeros outside every sequence)
+    and lse [Hq, total_q] (NaN outside every sequence)."""
+    out = torch.zeros(q.shape, dtype=torch.float32, device=q.device)
+    lse = torch.full((q.shape[1], q.shape[0]), float("nan"), dtype=torch.float32, device=q.device)
+    cu_q, cu_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
+    for b in range(len(cu_q) - 1):
+        rows, keys = slice(cu_q[b], cu_q[b + 1]), slice(cu_k[b], cu_k[b + 1])
+        if rows.start == rows.stop:
+            continue
+        # [n, H, D] -> [1, H, n, D]
+        o, l = reference(*(t[s].transpose(0, 1)[None] for t, s in ((q, rows), (k, keys), (v, keys))), causal,
+                         bottom_right, scale)
+        out[rows] = o[0].transpose(0, 1)
+        lse[:, rows] = l[0]
+    return out, lse
+
+
+def prefix_sums(lengths):
+    """int32 [len(lengths) + 1] on the GPU: 0, then the running totals."""
+    sums = [0]
+    for n in lengths:
+        sums.append(sums[-1] + n)
+    return torch.tensor(sums, dtype=torch.int32, device="cuda")
+
+
+@requires_gpu
+class VarlenBinding(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def check(self, q_lens, k_lens, dtype=None, d=128, hq=8, hkv=2, causal=False, bottom_right=False,
+              scale=None, spare_q=0, spare_k=0):
+        """spare_q, spare_k: packed rows past the last sequence (not read; out's must stay as they were)."""
+        dtype = dtype or torch.float16
+        with self.subTest(q_lens=q_lens, k_lens=k_lens, dtype=dtype, d=d, hq=hq, hkv=hkv, causal=causal,
+                          bottom_right=bottom_right, spare_q=spare_q, spare_k=spare_k):
+            total_q, total_k = sum(q_lens) + spare_q, sum(k_lens) + spare_k
+            q = torch.randn(total_q, hq, d, device="cuda", dtype=dtype)
+            k, v = (torch.randn(total_k, hkv, d, device="cuda", dtype=dtype) for _ in range(2))
+            cu_q, cu_k = prefix_sums(q_lens), prefix_sums(k_lens)
+            out = torch.full_like(q, 7.0)  # poison: rows outside every sequence must keep it
+            got, lse = cujit_torch.attention_varlen(q, k, v, cu_q, cu_k, max(q_lens), max(k_lens), causal=causal,
+                                                    bottom_right=bottom_right, scale=scale, out=out,
+                                                    return_lse=True)
+            torch.cuda.synchronize()
+            self.assertIs(got, out)
+            self.assertEqual(tuple(lse.shape), (hq, total_q))
+            self.assertEqual(lse.dtype, torch.float32)
+            want, want_lse = varlen_reference(q, k, v, cu_q, cu_k, causal, bottom_right, scale or 1 / math.sqrt(d))
+            used = sum(q_lens)
+            self.assertLess(rel_error(out[:used], want[:used]), 1e-2)
+            self.assertTrue(torch.all(out[used:] == 7.0))
+            lse, want_lse = lse[:, :used], want_lse[:, :used]
+            finite = torch.isfinite(want_lse)
+            self.assertTrue(torch.equal(torch.isfinite(lse), finite))
+            if finite.any():
+                err = (lse[finite] - want_lse[finite]).abs().max().item()
+                self.assertLess(err, 1e-3 * max(1.0, want_lse[finite].abs().max().item()))
+
+    def test_dtypes_and_head_dims(self):
+        for dtype in (torch.float16, torch.bfloat16):
+            for d in (64, 128, 256):
+                self.check((100, 300, 1), (200, 129, 64), dtype=dtype, d=d)
+
+    def test_causal_alignments_per_sequence(self):
+        # Sequences with more rows than keys, fewer, as many; one of many 128-row blocks.
+        for bottom_right in (False, True):
+            self.check((300, 17, 64, 1), (100, 300, 64, 40), causal=True, bottom_right=bottom_right)
+            self.check((129, 5), (129, 500), dtype=torch.bfloat16, d=64, causal=True, bottom_right=bottom_right)
+
+    def test_empty_sequences_and_sequences_without_keys(self):
+        # No query rows (nothing written), and rows that see no key (zeros, LSE -inf).
+        self.check((0, 50, 0, 130), (10, 0, 0, 70))
+        self.check((40, 0, 200), (0, 30, 200), causal=True, bottom_right=True)
+
+    def test_gqa_scale_and_rows_past_the_last_sequence(self):
+        self.check((64, 200, 3), (64, 300, 9), hq=8, hkv=1, scale=0.05)
+        self.check((70, 150), (90, 260), spare_q=37, spare_k=21)
+
+    def test_matches_dense_attention_for_one_sequence(self):
+        q = torch.randn(1, 8, 257, 128, device="cuda", dtype=torch.float16)
+        k, v = (torch.randn(1, 2, 400, 128, device="cuda", dtype=torch.float16) for _ in range(2))
+        dense = cujit_torch.attention(q, k, v, causal=True, bottom_right=True)
+        packed = [t[0].transpose(0, 1).contiguous() for t in (q, k, v)]  # [S, H, D]
+        ragged = cujit_torch.attention_varlen(*packed, prefix_sums([257]), prefix_sums([400]), 257, 400,
+                                              causal=True, bottom_right=True)
+        torch.cuda.synchronize()
+        self.assertLess(rel_error(ragged, dense[0].transpose(0, 1).float()), 1e-2)
+
+    def test_struct_matches_the_c_header(self):
+        # The size and offset bindings/c/cujit_c_varlen.cpp asserts.
+        self.assertEqual(ctypes.sizeof(cujit_torch._VarlenBatch), 40)
+        self.assertEqual(cujit_torch._VarlenBatch.batch.offset, 16)
+
+    def test_errors_name_the_argument(self):
+        q = torch.randn(300, 8, 64, device="cuda", dtype=torch.float16)
+        k = torch.randn(500, 2, 64, device="cuda", dtype=torch.float16)
+        cu_q, cu_k = prefix_sums((100, 200)), prefix_sums((250, 250))
+        call = cujit_torch.attention_varlen
+        with self.assertRaisesRegex(cujit_torch.CujitError, "cu_seqlens_q is torch.int64"):
+            call(q, k, k, cu_q.long(), cu_k, 200, 250)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "cu_seqlens_k has shape"):
+            call(q, k, k, cu_q, cu_k[:2], 200, 250)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "cu_seqlens_k is on cpu"):
+            call(q, k, k, cu_q, cu_k.cpu(), 200, 250)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "q has 4 dimensions"):
+            call(q[None], k, k, cu_q, cu_k, 200, 250)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "q is torch.float32"):
+            call(q.float(), k, k, cu_q, cu_k, 200, 250)
+        # The library's own check, passed through: no sequence is longer than k's 500 packed rows.
+        with self.assertRaises(cujit_torch.CujitError) as caught:
+            call(q, k, k, cu_q, cu_k, 200, 501)
+        self.assertEqual(caught.exception.status, 1)  # CUJIT_INVALID_ARGUMENT
+        self.assertIn("batch.max_seqlen_k", str(caught.exception))
 
 
 def kv_reference(q, k_cache, v_cache, seqlens, block_table, causal, scale):

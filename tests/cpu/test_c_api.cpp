@@ -1,7 +1,8 @@
 // The C interface (bindings/c/cujit_c.h) without a GPU: arguments are
 // checked before any device work, failures come back as statuses with a
 // message naming what to fix, and a success clears the message; the same
-// for the serving functions (cujit_attention_with_kvcache, cujit_kv_plan_*).
+// for the serving functions (cujit_attention_with_kvcache, cujit_kv_plan_*)
+// and ragged batches (cujit_attention_varlen).
 // Its GPU half (same bits as the C++ interface) is in
 // tests/gpu/test_c_api_gpu.cpp.
 #include "bindings/c/cujit_c.h"
@@ -71,6 +72,23 @@ cujit_kv_shape decode_shape() {
   s.per_sequence_lengths = 1;
   return s;
 }
+
+// Three sequences packed into 300 query rows and 500 keys: q and out
+// [1, 8, 300, 64], k and v [1, 2, 500, 64] in packed [total, H, D] storage.
+struct VarlenArgs {
+  static cujit_tensor packed(std::int64_t total, std::int64_t h, int slot) {
+    cujit_tensor t = bhsd(1, h, total, 64, slot);
+    t.strides[0] = total * h * 64;
+    t.strides[1] = 64;
+    t.strides[2] = h * 64;
+    return t;
+  }
+  cujit_tensor q = packed(300, 8, 0), k = packed(500, 2, 1), v = packed(500, 2, 2), out = packed(300, 8, 3);
+  cujit_varlen_batch batch{fake_i32(4), fake_i32(5), 3, 150, 250};
+  cujit_status call(const cujit_options* options = nullptr) const {
+    return cujit_attention_varlen(&q, &k, &v, &out, &batch, options);
+  }
+};
 
 TEST(CApi, AbiVersionMatchesTheHeader) { EXPECT_EQ(cujit_c_abi_version(), CUJIT_C_ABI_VERSION); }
 
@@ -289,6 +307,83 @@ TEST(CApi, KvPlanCreateWithoutAGpuIsNoDevice) {
   cujit_kv_plan* plan = nullptr;
   EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_NO_DEVICE) << cujit_last_error();
   EXPECT_EQ(plan, nullptr);
+  EXPECT_STRNE(cujit_last_error(), "");
+}
+
+TEST(CApi, VarlenNullArgumentsAreInvalidArgumentsNamingThem) {
+  const VarlenArgs a;
+  EXPECT_EQ(cujit_attention_varlen(nullptr, &a.k, &a.v, &a.out, &a.batch, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("q is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_attention_varlen(&a.q, &a.k, nullptr, &a.out, &a.batch, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("v is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_attention_varlen(&a.q, &a.k, &a.v, &a.out, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("batch is NULL")) << cujit_last_error();
+  VarlenArgs odd;
+  odd.out.dtype = 5;
+  EXPECT_EQ(odd.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("out.dtype is 5")) << cujit_last_error();
+}
+
+// jit::attention_varlen checks its arguments before it looks for a device,
+// so the library's own messages come back here without a GPU.
+TEST(CApi, VarlenBatchMistakesComeBackWithTheLibrarysMessage) {
+  {
+    VarlenArgs a;
+    a.q = bhsd(2, 8, 150, 64, 0);  // [B, H, S, D] with B = 2: not packed
+    a.out = bhsd(2, 8, 150, 64, 3);
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("must have batch 1")) << cujit_last_error();
+  }
+  {
+    VarlenArgs a;
+    a.batch.cu_seqlens_k = nullptr;
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("batch.cu_seqlens_k")) << cujit_last_error();
+  }
+  {
+    VarlenArgs a;
+    a.batch.batch = -2;
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("batch.batch must not be negative")) << cujit_last_error();
+  }
+  {
+    VarlenArgs a;
+    a.batch.max_seqlen_q = 301;  // longer than q's 300 packed rows
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("batch.max_seqlen_q (301)")) << cujit_last_error();
+  }
+  {
+    VarlenArgs a;
+    a.batch.max_seqlen_k = 501;
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has("batch.max_seqlen_k (501)")) << cujit_last_error();
+  }
+}
+
+TEST(CApi, VarlenOptionsReachTheLibrary) {
+  const VarlenArgs a;
+  cujit_options options{};
+  options.scale = -1.f;
+  EXPECT_EQ(a.call(&options), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("scale")) << cujit_last_error();
+  options = cujit_options{};
+  options.lse = reinterpret_cast<float*>(std::uintptr_t{0x70000002});
+  EXPECT_EQ(a.call(&options), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("lse must be 4-byte aligned")) << cujit_last_error();
+}
+
+TEST(CApi, VarlenEmptyBatchSucceedsWithoutADeviceAndClearsTheMessage) {
+  VarlenArgs a;
+  ASSERT_EQ(cujit_attention_varlen(&a.q, &a.k, &a.v, &a.out, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  a.batch = cujit_varlen_batch{};  // no sequences, no prefix sums
+  EXPECT_EQ(a.call(), CUJIT_OK) << cujit_last_error();
+  EXPECT_STREQ(cujit_last_error(), "");
+}
+
+TEST(CApi, VarlenWithoutAGpuIsNoDevice) {
+  if (jit::gpu_present()) GTEST_SKIP() << "a GPU is present: the fake pointers here must not reach it";
+  const VarlenArgs a;
+  EXPECT_EQ(a.call(), CUJIT_NO_DEVICE) << cujit_last_error();
   EXPECT_STRNE(cujit_last_error(), "");
 }
 
