@@ -78,6 +78,11 @@ class KernelFamily {
   /// indices, not data: cujit-sass does not flag a branch on them (a length
   /// is like a shape). Stored with each compiled variant in the cache.
   virtual std::vector<int> index_param_offsets(const Json& /*spec*/, const Json& /*config*/) const { return {}; }
+  /// The alignment of the kernel's parameter struct: the struct starts at
+  /// the parameter bank's base rounded up to it, which cujit-sass needs to
+  /// find the index parameters (a 64-byte-aligned struct of TMA descriptors
+  /// starts past the base on sm_90).
+  virtual int params_alignment(const Json& /*spec*/, const Json& /*config*/) const { return 8; }
 };
 
 }  // namespace jit

@@ -305,6 +305,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
     // What cujit-sass's audit reads as index pointers; absent means none.
     if (const std::vector<int> index_params = family.index_param_offsets(spec, config); !index_params.empty()) {
       meta["index_params"] = index_params;
+      meta["params_align"] = family.params_alignment(spec, config);
     }
     publish(*cache_root_dir(), key, out, meta);
   }

@@ -414,9 +414,11 @@ int Audit::data_branches() const {
 Audit audit_function(const Function& function, const AuditOptions& options) {
   Audit audit;
   ConstantRanges index_constants;
-  if (const auto base = parameter_bank_base(function.arch)) {
+  if (const auto bank = parameter_bank_base(function.arch)) {
+    const unsigned align = unsigned(std::max(options.params_align, 1));
+    const unsigned base = (*bank + align - 1) / align * align;
     for (int offset : options.index_params) {
-      if (offset >= 0) index_constants.push_back({*base + unsigned(offset), *base + unsigned(offset) + 8});
+      if (offset >= 0) index_constants.push_back({base + unsigned(offset), base + unsigned(offset) + 8});
     }
   }
   audit.function = function.name;

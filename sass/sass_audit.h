@@ -104,6 +104,9 @@ struct AuditOptions {
   // metadata (KernelFamily::index_param_offsets). Ignored (every load is
   // data) when the function's arch has no known parameter_bank_base.
   std::vector<int> index_params;
+  // The parameter struct's alignment (KernelFamily::params_alignment): it
+  // starts at parameter_bank_base rounded up to this.
+  int params_align = 8;
 };
 
 Audit audit_function(const Function& function, const AuditOptions& options = {});

@@ -42,6 +42,7 @@ struct Variant {
   nlohmann::json resources;  // registers, spill bytes, local, static shared
   jit::sass::Audit audit;
   std::vector<int> index_params;  // the cache entry's "index_params", or --index-params with --sass
+  int params_align = 8;           // the entry's "params_align", or --params-align
 };
 
 // Index parameters beyond this offset cannot be in a kernel's parameter struct.
@@ -62,6 +63,17 @@ std::optional<std::vector<int>> index_params_of(const nlohmann::json& meta) {
     out.push_back(int(value));
   }
   return out;
+}
+
+// An entry's "params_align": absent is 8 (a struct of pointers and ints);
+// anything but a power of two up to 256 is nullopt.
+std::optional<int> params_align_of(const nlohmann::json& meta) {
+  const auto it = meta.find("params_align");
+  if (it == meta.end()) return 8;
+  if (!it->is_number_integer()) return std::nullopt;
+  const std::int64_t value = it->get<std::int64_t>();
+  if (value < 1 || value > 256 || (value & (value - 1)) != 0) return std::nullopt;
+  return int(value);
 }
 
 std::string run_command(const std::string& command) {
@@ -154,6 +166,12 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
       std::cerr << "cujit-sass: " << file.relative << ": ignoring index_params (not a list of parameter offsets)\n";
     }
     v.index_params = index_params.value_or(std::vector<int>{});
+    const std::optional<int> params_align = params_align_of(entry->meta);
+    if (!params_align) {
+      std::cerr << "cujit-sass: " << file.relative << ": ignoring index_params (params_align is not a power of two)\n";
+      v.index_params.clear();
+    }
+    v.params_align = params_align.value_or(8);
     std::ofstream(temp_name, std::ios::binary | std::ios::trunc) << entry->payload;
     v.resources = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, temp_name)));
     v.resources["spill_store_bytes"] = jit::cache::integer_field(entry->meta, "spill_store_bytes").value;
@@ -167,7 +185,7 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
         std::cerr << "cujit-sass: " << v.name << ": parameters of " << (f.arch.empty() ? "this arch" : f.arch)
                   << " are not located; its index_params are not applied\n";
       }
-      v.audit = jit::sass::audit_function(f, {v.index_params});
+      v.audit = jit::sass::audit_function(f, {v.index_params, v.params_align});
       out.push_back(v);
     }
   }
@@ -175,7 +193,7 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
 }
 
 std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, const std::string& filter,
-                                       const std::vector<int>& index_params) {
+                                       const std::vector<int>& index_params, int params_align) {
   std::vector<Variant> out;
   for (const std::string& path : paths) {
     std::ifstream in(path);
@@ -184,8 +202,8 @@ std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, co
     text << in.rdbuf();
     for (const auto& f : jit::sass::parse_sass(text.str())) {
       if (f.instructions.empty() || (!filter.empty() && f.name.find(filter) == std::string::npos)) continue;
-      out.push_back({f.name, f.arch, nlohmann::json::object(), jit::sass::audit_function(f, {index_params}),
-                     index_params});
+      out.push_back({f.name, f.arch, nlohmann::json::object(),
+                     jit::sass::audit_function(f, {index_params, params_align}), index_params, params_align});
     }
   }
   return out;
@@ -226,6 +244,7 @@ int main(int argc, char** argv) {
   std::string cuobjdump = "cuobjdump";
   std::string save_dir;
   std::vector<int> index_params;
+  int params_align = 8;
   bool json = false;
   bool strict = false;
   bool explain = false;
@@ -242,6 +261,11 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::Range(0, int(kMaxParameterBytes) - 1))
       ->needs(sass_option);
+  app.add_option("--params-align", params_align,
+                 "with --sass: the parameter struct's alignment, as the cache records it (64 for the sm90 "
+                 "family's struct of TMA descriptors): it starts at the parameter bank's base rounded up to it")
+      ->check(CLI::IsMember({1, 2, 4, 8, 16, 32, 64, 128, 256}))
+      ->needs(sass_option);
   app.add_flag("--json", json, "one JSON array on stdout instead of the table");
   app.add_flag("--strict", strict, "exit 1 when any branch depends on loaded data");
   app.add_flag("--explain", explain,
@@ -251,7 +275,7 @@ int main(int argc, char** argv) {
     const std::vector<Variant> variants =
         sass_files.empty() ? variants_in_cache(cache_dir.empty() ? jit::cache_directory() : cache_dir, cuobjdump, filter,
                                                  save_dir)
-                           : variants_in_files(sass_files, filter, index_params);
+                           : variants_in_files(sass_files, filter, index_params, params_align);
     int flagged = 0;
     for (const Variant& v : variants) flagged += v.audit.data_branches();
     if (json) {

@@ -4,6 +4,7 @@
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "jit/attention/attention_family.h"
 
@@ -12,11 +13,12 @@ namespace jit::detail {
 class FixedKernelFamily final : public KernelFamily {
  public:
   // `entry`: the source under kernel_src/; `variant` and `expression` give the
-  // variant name and the instantiated C++ name for a spec.
+  // variant name and the instantiated C++ name for a spec; `index_params`:
+  // KernelFamily::index_param_offsets of every spec.
   FixedKernelFamily(std::string name, std::string entry, std::function<std::string(const Json&)> variant,
-                    std::function<std::string(const Json&)> expression)
+                    std::function<std::string(const Json&)> expression, std::vector<int> index_params = {})
       : name_(std::move(name)), entry_(std::move(entry)), variant_(std::move(variant)),
-        expression_(std::move(expression)) {}
+        expression_(std::move(expression)), index_params_(std::move(index_params)) {}
 
   std::string name() const override { return name_; }
   const KernelSources& sources() const override { return attention_sources(entry_); }
@@ -27,10 +29,12 @@ class FixedKernelFamily final : public KernelFamily {
   Json default_config(const Json&, const Target&) const override { return Json::object(); }
   std::string variant_name(const Json& spec, const Json&) const override { return variant_(spec); }
   std::string name_expression(const Json& spec, const Json&) const override { return expression_(spec); }
+  std::vector<int> index_param_offsets(const Json&, const Json&) const override { return index_params_; }
 
  private:
   std::string name_, entry_;
   std::function<std::string(const Json&)> variant_, expression_;
+  std::vector<int> index_params_;
 };
 
 }  // namespace jit::detail

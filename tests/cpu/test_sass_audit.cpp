@@ -269,6 +269,17 @@ TEST(SassAudit, LoopBoundLoadedThroughAnIndexParameterIsAnIndex) {
   EXPECT_EQ(kind_at(audit(loop_to_loaded_length("c[0x0][0x210]"), kDecodeIndexParams), 0x80), BranchKind::data);
 }
 
+// A struct aligned to 64 bytes (the sm90 family's, which opens with TMA
+// descriptors) starts at sm_90a's base rounded up: c[0x0][0x240], not 0x210.
+// The ragged tile count sits at 0x2e0 in it: c[0x0][0x520].
+TEST(SassAudit, IndexParametersOfAnAlignedStructStartPastTheBase) {
+  const jit::sass::AuditOptions aligned = {{0x2e0}, 64};
+  EXPECT_EQ(kind_at(audit(loop_to_loaded_length("c[0x0][0x520]"), aligned), 0x80), BranchKind::index);
+  // Taken at the unrounded base, the same offset names another slot: data.
+  EXPECT_EQ(kind_at(audit(loop_to_loaded_length("c[0x0][0x4f0]"), aligned), 0x80), BranchKind::data);
+  EXPECT_EQ(kind_at(audit(loop_to_loaded_length("c[0x0][0x520]"), {{0x2e0}}), 0x80), BranchKind::data);
+}
+
 // ULDC into a uniform pair, and the constant read straight into address
 // arithmetic (IMAD.WIDE's addend; LEA and LEA.HI.X with the high word) on
 // sm_80, where the struct starts at c[0x0][0x160].

@@ -65,6 +65,7 @@ TEST(SassIndexParams, CompiledEntryRecordsTheFamilysIndexParameters) {
   const nlohmann::json with = entry_meta(index), without = entry_meta(plain);
   ASSERT_TRUE(with.is_object());
   EXPECT_EQ(with.at("index_params"), nlohmann::json::array({0}));
+  EXPECT_EQ(with.at("params_align"), 8);  // the family's params_alignment
   ASSERT_TRUE(without.is_object());
   EXPECT_FALSE(without.contains("index_params"));  // absent means none
 }

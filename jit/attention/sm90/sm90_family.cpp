@@ -191,6 +191,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
             kAttn + int(offsetof(cujit::AttnParams, varlen_tile_count))};
   }
 
+  int params_alignment(const Json&, const Json&) const override { return int(alignof(cujit::Sm90AttnParams)); }
+
   std::vector<Companion> companions(const Json& spec) const override {
     if (!spec.value("varlen", false)) return {};
     return {varlen_prepare_companion()};

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <climits>
+#include <cstddef>
 
 #include "jit/attention/fixed_kernel_family.h"
 #include "jit/driver.h"
@@ -33,7 +34,9 @@ std::int32_t read_int(const void* device_address) {
 const KernelFamily& varlen_prepare_family() {
   static const FixedKernelFamily family(
       "varlen_prepare", "attention/varlen/varlen_prepare.cu", [](const Json&) { return std::string("varlen_prepare"); },
-      [](const Json&) { return std::string("cujit::varlen::varlen_prepare"); });
+      [](const Json&) { return std::string("cujit::varlen::varlen_prepare"); },
+      // The prefix sums: a branch on a sequence's length is like one on a shape.
+      {int(offsetof(cujit::VarlenPrepareParams, cu_seqlens_q)), int(offsetof(cujit::VarlenPrepareParams, cu_seqlens_k))});
   return family;
 }
 
