@@ -19,8 +19,8 @@
 //   CUJIT_COMPILE_THREADS  how many NVRTC compiles a tuning run does at once: a positive integer;
 //                     default the CPUs this process may run on (its affinity mask, so taskset and
 //                     cpusets are honoured). Lower it when several processes tune at the same time
-//   CUJIT_PDL         1 (default) | 0: launch the decode kernels with programmatic dependent launch on
-//                     sm_90+, so a step's kernel starts while the previous one in the stream ends
+//   CUJIT_PDL         1 (default) | 0: launch the decode and ragged-batch kernels with programmatic dependent
+//                     launch on sm_90+, so a step's kernel starts while the previous one in the stream ends
 //   CUJIT_CHECK       0 (default) | 1: before each KV-cache run or ragged batch, check the lengths, page ids
 //                     and cu_seqlens on the device and report the first bad one (waits for the stream: for debugging)
 //   CUJIT_SM90_TILE_ORDER  auto (default): the host's choice per shape (jit/attention/sm90/tile_order.h)

@@ -104,6 +104,12 @@ __device__ __forceinline__ void st_shared_v2_f32(u32 addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }
 
+// Brings the line holding `ptr` into L1, so that a later load of it does not
+// wait for L2.
+__device__ __forceinline__ void prefetch_l1(const void* ptr) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(ptr));
+}
+
 // Programmatic dependent launch (sm_90 and later; no-ops before, and when the
 // launch did not ask for it). wait: block until the grids this one depends on
 // have completed and their memory is visible. launch_dependents: let the next

@@ -132,7 +132,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
     return runs_on(target) && !problem.kv_cache() && cujit::kPortableHeadDims.contains(int(problem.head_dim));
   }
 
-  AttnPlan typed_plan(const AttnProblem& problem, const PortableConfig& c, const Target&) const override {
+  AttnPlan typed_plan(const AttnProblem& problem, const PortableConfig& c, const Target& target) const override {
     AttnPlan plan;
     if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn);
     AttnStep& step = plan.add_step();
@@ -143,6 +143,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
                                                unsigned(problem.batch)};
     step.geometry.block = {unsigned(32 * c.warps), 1, 1};
     step.geometry.smem_bytes = unsigned(smem_bytes(spec_of(problem), c));
+    step.geometry.programmatic_dependent_launch = problem.varlen && varlen_attention_pdl(target);
     step.params_bytes = sizeof(cujit::AttnParams);
     step.params_align = alignof(cujit::AttnParams);
     return plan;

@@ -227,6 +227,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     step.geometry.grid = {unsigned(slots > 0 ? std::min(tiles, slots) : tiles), 1, 1};
     step.geometry.block = {unsigned((c.bm / 64 + 1) * 128), 1, 1};
     step.geometry.smem_bytes = unsigned(layout_of(int(problem.head_dim), c).bytes);
+    step.geometry.programmatic_dependent_launch = problem.varlen && varlen_attention_pdl(target);
     step.params_bytes = sizeof(cujit::Sm90AttnParams);
     step.params_align = alignof(cujit::Sm90AttnParams);
     const int heads = int(problem.heads_q * problem.batch);

@@ -9,6 +9,7 @@
 #include "jit/attention/fixed_kernel_family.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/knobs.h"
 #include "jit/log.h"
 
 namespace jit::detail {
@@ -63,6 +64,8 @@ void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm,
   step.data.set(PrepareStepData{bm, bn, int(slots)});
   plan.workspace_bytes = kTilesOffset + std::size_t(slots) * sizeof(cujit::VarlenTile);
 }
+
+bool varlen_attention_pdl(const Target& target) { return target.cc >= 90 && knobs().pdl; }
 
 void bind_varlen_kernels(AttnPlan& plan, const Kernel& main) {
   plan.steps[0].kernel = &get_kernel(varlen_prepare_family(), Json::object(), Json::object());

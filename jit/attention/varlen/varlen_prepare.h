@@ -22,6 +22,11 @@ std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm);
 // pass the kernels' 32-bit tile index.
 void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm, int bn);
 
+// Whether a ragged plan's attention step launches with programmatic
+// dependent launch (sm_90+, CUJIT_PDL): its CTAs start while the prepare step
+// runs and wait for it (griddepcontrol.wait) before reading the tiles.
+bool varlen_attention_pdl(const Target& target);
+
 // Binds step 0 to the prepare kernel and the others to `main`.
 void bind_varlen_kernels(AttnPlan& plan, const Kernel& main);
 

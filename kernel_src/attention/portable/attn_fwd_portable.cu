@@ -11,6 +11,7 @@
 #include "attention/common/smem_tile.cuh"
 #include "attention/portable/epilogue.cuh"
 #include "attention/varlen/varlen_params.h"
+#include "common/ptx.cuh"
 
 namespace cujit::portable {
 
@@ -30,6 +31,7 @@ struct Tile {
 template <bool CAUSAL, bool VARLEN>
 __device__ __forceinline__ bool tile_of_block(const AttnParams& p, Tile& t) {
   if constexpr (VARLEN) {
+    grid_dependency_wait();  // the prepare step's tiles (programmatic dependent launch)
     const unsigned entry = blockIdx.x / unsigned(p.heads_q);
     if (int(entry) >= *p.varlen_tile_count) return false;
     const VarlenTile v = p.varlen_tiles[entry];

@@ -3,6 +3,7 @@
 #pragma once
 #include "attention/sm90/attn_params_sm90.h"
 #include "attention/varlen/varlen_params.h"
+#include "common/ptx.cuh"
 
 namespace cujit::sm90 {
 
@@ -51,8 +52,17 @@ __device__ __forceinline__ int tile_index(int round) {
 // body(i, tile) for this CTA's i-th tile, i = 0, 1, ...
 template <bool CAUSAL, bool VARLEN, class Body>
 __device__ __forceinline__ void for_each_tile(const Sm90AttnParams& p, Body&& body) {
+  // A ragged batch's tiles are the prepare step's output: with programmatic
+  // dependent launch this kernel may start before that step ends.
+  if constexpr (VARLEN) grid_dependency_wait();
   const int total_tiles = VARLEN ? *p.attn.varlen_tile_count * p.attn.heads_q : p.total_tiles;
   for (int tile_iter = 0, index; (index = tile_index(tile_iter)) < total_tiles; ++tile_iter) {
+    if constexpr (VARLEN) {
+      // The next tile's entry into L1 now, so that its load does not stall
+      // the start of the next tile on L2.
+      const int next = tile_index(tile_iter + 1);
+      if (next < total_tiles) prefetch_l1(p.attn.varlen_tiles + p.head_divisor.quotient(next));
+    }
     body(tile_iter, VARLEN ? varlen_tile_at(index, p) : dense_tile_at<CAUSAL>(index, p));
   }
 }

@@ -15,6 +15,7 @@
 // wrong is reported as well.
 #include "attention/common/key_blocks.h"
 #include "attention/varlen/varlen_params.h"
+#include "common/ptx.cuh"
 
 namespace cujit::varlen {
 
@@ -95,6 +96,9 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_prepare(const __grid_const
   __shared__ int counts[kBuckets];
   __shared__ int warp_totals[kWarps];
   const int max_work = (p.max_seq_k + p.bn - 1) / p.bn;
+  // The attention kernel may start launching (its CTAs wait for this grid
+  // to complete before reading the tiles).
+  launch_dependent_grids();
 
   counts[threadIdx.x] = 0;
   __syncthreads();
