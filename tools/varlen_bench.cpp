@@ -7,8 +7,10 @@
 //     seed): ragged TFLOP/s against the dense kernel's at the same mean
 //     length and about the same FLOPs (bar 0.90).
 // FLOPs count the visible (query, key) pairs: 4 * D * Hq per pair. Prints
-// every ratio with its bar and PASS/MISS; a miss is not an error. bench/
-// varlen_peers.py compares the same mixed batch with PyTorch SDPA padded.
+// every ratio with its bar and PASS/MISS; a miss is not an error. Each side
+// tunes its own config; with CUJIT_AUTOTUNE=off both run the default config,
+// which isolates what the ragged path itself costs. bench/varlen_peers.py
+// compares the same mixed batch with PyTorch SDPA padded.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,7 @@
 #include <iostream>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -114,10 +117,12 @@ struct Tally {
   }
 };
 
-void equal_lengths(jit::DType dtype, const Heads& h, bool quick, Tally& tally) {
+using EqualShape = std::pair<std::int64_t, std::int64_t>;  // B, L
+
+void equal_lengths(jit::DType dtype, const Heads& h, std::vector<EqualShape> shapes, bool quick, Tally& tally) {
   fmt::print("\nequal lengths: dense [B, L] against the same rows as a ragged batch (bar {:.2f})\n", kEqualBar);
   fmt::print("{:<24} {:>11} {:>11} {:>8} {:>8}\n", "shape", "dense us", "ragged us", "ratio", "");
-  std::vector<std::pair<std::int64_t, std::int64_t>> shapes = {{16, 1024}, {8, 2048}, {4, 4096}, {2, 8192}};
+  if (shapes.empty()) shapes = {{16, 1024}, {8, 2048}, {4, 4096}, {2, 8192}};
   if (quick) shapes = {{8, 2048}};
   for (bool causal : {true, false}) {
     for (auto [b, len] : shapes) {
@@ -167,28 +172,52 @@ void mixed_lengths(jit::DType dtype, const Heads& h, bool quick, Tally& tally) {
   }
 }
 
+// "16x1024" -> (16, 1024).
+EqualShape parse_equal_shape(const std::string& text) {
+  const auto x = text.find('x');
+  std::int64_t b = 0, len = 0;
+  try {
+    if (x == std::string::npos) throw std::invalid_argument(text);
+    b = std::stoll(text.substr(0, x));
+    len = std::stoll(text.substr(x + 1));
+  } catch (const std::logic_error&) {
+    throw jit::Error(jit::ErrorCode::InvalidArgument, fmt::format("--equal {}: not BxL (e.g. 16x1024)", text));
+  }
+  if (b < 1 || len < 1 || b * len > (std::int64_t{1} << 30)) {
+    throw jit::Error(jit::ErrorCode::InvalidArgument,
+                     fmt::format("--equal {}: B and L must be positive, B x L at most 2^30 rows", text));
+  }
+  return {b, len};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"cujit-varlen-bench: ragged (variable-length) prefill against the dense kernel in the same run; "
                "prints every ratio with its bar (issue 19)"};
-  bool quick = false;
+  bool quick = false, no_mixed = false;
   std::string dtype_name = "bf16";
+  std::vector<std::string> equal;
   Heads h;
   app.add_flag("--quick", quick, "one equal-length shape, fewer repetitions");
   app.add_option("--dtype", dtype_name, "f16 or bf16")->check(CLI::IsMember({"f16", "bf16"}))->capture_default_str();
   app.add_option("--heads-q", h.q, "query heads")->capture_default_str();
   app.add_option("--heads-kv", h.kv, "key/value heads")->capture_default_str();
   app.add_option("--head-dim", h.d, "head dim")->capture_default_str();
+  app.add_option("--equal", equal, "equal-length shapes BxL to time instead of the default four (repeatable)");
+  app.add_flag("--no-mixed", no_mixed, "leave out the mixed-length batch");
   CLI11_PARSE(app, argc, argv);
   try {
+    // Usage errors before the device: they need none.
+    std::vector<EqualShape> shapes;
+    for (const std::string& text : equal) shapes.push_back(parse_equal_shape(text));
     const jit::Target target = jit::current_target();  // Error(NoDevice) without a GPU
     const jit::DType dtype = dtype_name == "f16" ? jit::DType::f16 : jit::DType::bf16;
     fmt::print("device: {} ({}, {} SMs); Hq={} Hkv={} D={} {}\n", target.device_name, target.arch, target.sm_count,
                h.q, h.kv, h.d, dtype_name);
     Tally tally;
-    equal_lengths(dtype, h, quick, tally);
-    mixed_lengths(dtype, h, quick, tally);
+    equal_lengths(dtype, h, shapes, quick, tally);
+    if (!no_mixed) mixed_lengths(dtype, h, quick, tally);
     double log_sum = 0;
     for (double r : tally.ratios) log_sum += std::log(r);
     fmt::print("\n{} of {} ratios below their bar; geomean ratio {:.3f}\n", tally.misses, tally.ratios.size(),

@@ -357,3 +357,12 @@ TEST(CujitVarlenBenchTool, WithoutAGpuItStopsWithTheNoDeviceError) {
   EXPECT_TRUE(contains(r.err, "cujit-varlen-bench: no device: ")) << r.err;
   EXPECT_EQ(count_lines(r.err), 1u) << r.err;
 }
+
+TEST(CujitVarlenBenchTool, EqualShapeIsBxLAndNamedWhenNot) {
+  for (const char* shape : {"16", "16x", "x1024", "0x1024", "16x-1"}) {
+    SCOPED_TRACE(shape);
+    const ToolRun r = run(kVarlenBench, {"--equal", shape}, {{"CUDA_VISIBLE_DEVICES", "-1"}});
+    EXPECT_EQ(r.status, 1);
+    EXPECT_TRUE(contains(r.err, std::string("cujit-varlen-bench: invalid argument: --equal ") + shape)) << r.err;
+  }
+}
