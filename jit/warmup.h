@@ -18,6 +18,8 @@ struct AttentionShape {
   std::int64_t batch = 1, heads = 16, seq = 1024, head_dim = 64;
   DType dtype = DType::f16;
   bool causal = false;
+  /// A ragged batch (jit/varlen.h) of `batch` sequences of `seq` rows.
+  bool varlen = false;
 };
 
 /// Parses "B,H,S,D,dtype,causal" (e.g. "1,16,1024,64,fp16,0"); dtype is
@@ -27,7 +29,8 @@ AttentionShape parse_attention_shape(const std::string& text);
 /// Shapes from a JSON manifest: {"shapes": [{"batch":1,"heads":16,"seq":1024,
 /// "head_dim":64,"dtype":"fp16","causal":false}, ...]}. Each entry needs
 /// "seq" and "head_dim"; "batch" defaults to 1, "heads" to 16, "dtype" to
-/// "fp16" (or "bf16"), "causal" to false; any other key is refused. Throws
+/// "fp16" (or "bf16"), "causal" and "varlen" (a ragged batch) to false; any
+/// other key is refused. Throws
 /// Error(InvalidArgument) naming the parse error's position, or the entry (by
 /// index from 0) and key that is wrong. An empty "shapes" array is valid.
 std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text);

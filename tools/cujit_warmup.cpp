@@ -27,6 +27,7 @@ Each entry's keys, and their defaults:
   heads     16
   dtype     "fp16" (or "bf16")
   causal    false
+  varlen    false (true: a ragged batch of `batch` sequences of `seq` rows)
 Any other key is an error. batch, heads and seq only matter for tuning on a GPU.
 )";
 

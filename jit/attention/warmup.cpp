@@ -24,6 +24,7 @@
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/log.h"
+#include "jit/varlen.h"
 
 namespace jit {
 namespace {
@@ -114,7 +115,7 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
   for (const auto& [key, value] : manifest.items()) {
     if (key != "shapes") invalid(fmt::format("{} has an unknown key \"{}\" (only \"shapes\")", name, key));
   }
-  static const std::set<std::string> known = {"batch", "heads", "seq", "head_dim", "dtype", "causal"};
+  static const std::set<std::string> known = {"batch", "heads", "seq", "head_dim", "dtype", "causal", "varlen"};
   std::vector<AttentionShape> shapes;
   std::size_t index = 0;
   for (const Json& entry : manifest["shapes"]) {
@@ -123,7 +124,7 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
     for (const auto& [key, value] : entry.items()) {
       if (!known.count(key)) {
         invalid(fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key,
-                            "batch, heads, seq, head_dim, dtype, causal"));
+                            "batch, heads, seq, head_dim, dtype, causal, varlen"));
       }
     }
     // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
@@ -158,6 +159,10 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
     if (const auto it = entry.find("causal"); it != entry.end()) {
       if (!it->is_boolean()) invalid(fmt::format("{}: \"causal\" must be true or false", where));
       s.causal = it->get<bool>();
+    }
+    if (const auto it = entry.find("varlen"); it != entry.end()) {
+      if (!it->is_boolean()) invalid(fmt::format("{}: \"varlen\" must be true or false", where));
+      s.varlen = it->get<bool>();
     }
     shapes.push_back(s);
   }
@@ -275,7 +280,25 @@ void tune_attention_shapes(const std::vector<AttentionShape>& shapes, WarmupSumm
     const TensorView out = TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
     AttentionOptions options;
     options.causal = s.causal;
-    plan_attention(q.view, k.view, v.view, out, options);
+    if (s.varlen) {
+      // The same rows as one packed ragged batch of equal sequences; the
+      // first call tunes.
+      std::vector<std::int32_t> sums(std::size_t(s.batch) + 1);
+      for (std::size_t b = 0; b < sums.size(); ++b) sums[b] = std::int32_t(std::int64_t(b) * s.seq);
+      DeviceBuffer cu(sums.size() * sizeof(std::int32_t));
+      cu.upload(sums.data(), cu.size());
+      VarlenBatch batch;
+      batch.cu_seqlens_q = batch.cu_seqlens_k = static_cast<const std::int32_t*>(cu.data());
+      batch.batch = s.batch;
+      batch.max_seqlen_q = batch.max_seqlen_k = s.seq;
+      auto packed = [&](const DeviceTensor& t) {
+        return TensorView::bshd(t.view.data, s.dtype, 1, s.batch * s.seq, s.heads, s.head_dim);
+      };
+      attention_varlen(packed(q), packed(k), packed(v),
+                       TensorView::bshd(out.data, s.dtype, 1, s.batch * s.seq, s.heads, s.head_dim), batch, options);
+    } else {
+      plan_attention(q.view, k.view, v.view, out, options);
+    }
     CUJIT_CU_CHECK(detail::driver().cuCtxSynchronize());
     ++summary.tuned;
     summary.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -15,6 +15,10 @@ AttnProblem problem_of(const AttentionShape& s) {
   p.head_dim = s.head_dim;
   p.dtype = s.dtype;
   p.causal = s.causal;
+  if (s.varlen) {
+    p.varlen = true;
+    p.total_q = p.total_k = s.batch * s.seq;
+  }
   return p;
 }
 
@@ -26,15 +30,16 @@ std::vector<AttentionShape> attention_specializations(const Target& target) {
   std::vector<AttentionShape> shapes;
   for (DType dtype : {DType::f16, DType::bf16})
     for (int d : head_dims)
-      for (bool causal : {false, true}) {
-        const AttentionShape shape{1, 16, 1024, d, dtype, causal};
-        try {
-          attention_family_for(problem_of(shape), target);
-          shapes.push_back(shape);
-        } catch (const Error& e) {
-          if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this target
+      for (bool causal : {false, true})
+        for (bool varlen : {false, true}) {
+          const AttentionShape shape{1, 16, 1024, d, dtype, causal, varlen};
+          try {
+            attention_family_for(problem_of(shape), target);
+            shapes.push_back(shape);
+          } catch (const Error& e) {
+            if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this target
+          }
         }
-      }
   return shapes;
 }
 

@@ -12,6 +12,8 @@
 #include "autotune/prune.h"
 #include "cache/cubin_store.h"
 #include "jit/attention/families.h"
+#include "jit/attention/family_registry.h"
+#include "jit/attention/warmup_shapes.h"
 #include "jit/binary_cache.h"
 #include "jit/error.h"
 #include "jit/kernel_family.h"
@@ -135,7 +137,7 @@ TEST(ParseAttentionShape, RejectsTrailingGarbageInSizes) {
 
 TEST(ParseAttentionManifest, TwoShapes) {
   const auto shapes = jit::parse_attention_manifest(R"({"shapes": [
-      {"batch": 2, "heads": 8, "seq": 4096, "head_dim": 128, "dtype": "bf16", "causal": true},
+      {"batch": 2, "heads": 8, "seq": 4096, "head_dim": 128, "dtype": "bf16", "causal": true, "varlen": true},
       {"seq": 512, "head_dim": 64}
   ]})");
   ASSERT_EQ(shapes.size(), 2u);
@@ -145,6 +147,7 @@ TEST(ParseAttentionManifest, TwoShapes) {
   EXPECT_EQ(shapes[0].head_dim, 128);
   EXPECT_EQ(shapes[0].dtype, DType::bf16);
   EXPECT_TRUE(shapes[0].causal);
+  EXPECT_TRUE(shapes[0].varlen);
   // Documented defaults for what the second one leaves out.
   EXPECT_EQ(shapes[1].batch, 1);
   EXPECT_EQ(shapes[1].heads, 16);
@@ -152,6 +155,7 @@ TEST(ParseAttentionManifest, TwoShapes) {
   EXPECT_EQ(shapes[1].head_dim, 64);
   EXPECT_EQ(shapes[1].dtype, DType::f16);
   EXPECT_FALSE(shapes[1].causal);
+  EXPECT_FALSE(shapes[1].varlen);
 }
 
 TEST(ParseAttentionManifest, EmptyShapeList) {
@@ -176,6 +180,7 @@ TEST(ParseAttentionManifest, RejectsMissingOrBadFields) {
            R"({"shapes": [{"seq": 0, "head_dim": 64}]})",                   // zero size
            R"({"shapes": [{"seq": 512, "head_dim": 64, "batch": -1}]})",    // negative size
            R"({"shapes": [42]})",                                           // not an object
+           R"({"shapes": [{"seq": 512, "head_dim": 64, "varlen": 1}]})",    // varlen is not a boolean
        }) {
     SCOPED_TRACE(text);
     expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(text); });
@@ -275,20 +280,21 @@ TEST(ReadAttentionManifest, EndlessFileIsRefusedAtTheCap) {
 // The head dims each arch's families serve, with both dtypes and causal or not.
 void expect_specializations(const std::string& arch, const std::set<std::int64_t>& head_dims) {
   SCOPED_TRACE(arch);
-  std::set<std::tuple<DType, std::int64_t, bool>> seen;
+  std::set<std::tuple<DType, std::int64_t, bool, bool>> seen;
   for (const AttentionShape& s : jit::all_attention_specializations(arch)) {
     EXPECT_GT(s.batch, 0);
     EXPECT_GT(s.heads, 0);
     EXPECT_GT(s.seq, 0);
     EXPECT_TRUE(head_dims.count(s.head_dim)) << "head dim " << s.head_dim << " is not served on " << arch;
-    seen.insert({s.dtype, s.head_dim, s.causal});
+    seen.insert({s.dtype, s.head_dim, s.causal, s.varlen});
   }
   for (DType dtype : {DType::f16, DType::bf16})
     for (std::int64_t d : head_dims)
-      for (bool causal : {false, true}) {
-        EXPECT_TRUE(seen.count({dtype, d, causal}))
-            << jit::to_string(dtype) << " d" << d << (causal ? " causal" : "");
-      }
+      for (bool causal : {false, true})
+        for (bool varlen : {false, true}) {
+          EXPECT_TRUE(seen.count({dtype, d, causal, varlen}))
+              << jit::to_string(dtype) << " d" << d << (causal ? " causal" : "") << (varlen ? " ragged" : "");
+        }
 }
 
 TEST(AllAttentionSpecializations, CoversWhatEachArchServes) {
@@ -370,3 +376,27 @@ TEST(ParseAttentionManifest, RejectsSizesThatAreNotJsonIntegers) {
 }
 
 }  // namespace
+
+// A ragged manifest shape is the ragged problem of its sizes, so the warm-up
+// compiles the families' ragged variants (and their prepare step).
+TEST(WarmupShapes, RaggedShapeIsARaggedProblem) {
+  AttentionShape shape;
+  shape.batch = 3;
+  shape.seq = 512;
+  shape.head_dim = 128;
+  shape.varlen = true;
+  const jit::detail::AttnProblem p = jit::detail::problem_of(shape);
+  EXPECT_TRUE(p.varlen);
+  EXPECT_EQ(p.batch, 3);
+  EXPECT_EQ(p.seq_q, 512);
+  EXPECT_EQ(p.total_q, 3 * 512);
+  EXPECT_EQ(p.total_k, 3 * 512);
+  const jit::Target target = jit::offline_target("sm_89");
+  const auto& family = jit::detail::attention_family_for(p, target);
+  const jit::Json spec = family.spec_for(p);
+  EXPECT_EQ(spec.value("varlen", false), true) << spec.dump();
+  ASSERT_EQ(family.companions(spec).size(), 1u);
+  EXPECT_EQ(family.companions(spec)[0].family->name(), "varlen_prepare");
+  shape.varlen = false;
+  EXPECT_FALSE(jit::detail::problem_of(shape).varlen);
+}
