@@ -362,6 +362,70 @@ TEST(VarlenDeterminism, RepeatsAreBitwiseIdentical) {
   }
 }
 
+// The prepare step's list: every (sequence, m-block) once, sequences by
+// work (m-blocks x key blocks) largest first, ties by index, causal tiles
+// last m-block first; each entry's bounds those of its sequence.
+TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
+  CUJIT_REQUIRE_GPU();
+  VarlenCase c;
+  c.lens_q = {100, 0, 300, 300, 64, 1, 513};
+  c.lens_k = {100, 7, 300, 300, 900, 1, 513};
+  TestRng rng;
+  VarlenRun r = make_run(c, rng);
+  for (Mask mask : {Mask::none, Mask::bottom_right}) {
+    c.mask = mask;
+    SCOPED_TRACE(mask == Mask::none ? "full" : "causal");
+    const jit::detail::AttnProblem problem =
+        jit::detail::validate_attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, r.batch, options_of(c, r));
+    constexpr int kBm = 64, kBn = 128;
+    jit::detail::AttnPlan plan;
+    jit::detail::add_varlen_prepare_step(plan, problem, kBm, kBn);
+    plan.steps[0].kernel = &jit::get_kernel(jit::detail::varlen_prepare_family(), jit::Json::object(), jit::Json::object());
+    jit::DeviceBuffer workspace(plan.workspace_bytes);
+    poison(workspace.data(), workspace.size());
+    const jit::detail::AttnTensors t{r.dq.view, r.dk.view, r.dv.view, r.out.view, nullptr, nullptr, 0, nullptr,
+                                     r.batch.cu_seqlens_q, r.batch.cu_seqlens_k};
+    jit::detail::launch_varlen_prepare(plan.steps[0], problem, t, workspace.data(), nullptr);
+    synchronize();
+    const jit::detail::VarlenTileList list = jit::detail::varlen_tile_list(workspace.data());
+    std::int32_t count = 0;
+    copy_to_host(&count, list.count, sizeof count);
+    std::vector<cujit::VarlenTile> tiles(std::size_t(std::max(count, 0)));
+    copy_to_host(tiles.data(), list.tiles, tiles.size() * sizeof(cujit::VarlenTile));
+
+    // What the list must be.
+    struct Expected {
+      std::int64_t work, b;
+    };
+    std::vector<Expected> order;
+    std::vector<std::int64_t> q0(c.lens_q.size()), k0(c.lens_q.size());
+    for (std::size_t b = 0; b < c.lens_q.size(); ++b) {
+      if (b > 0) q0[b] = q0[b - 1] + c.lens_q[b - 1], k0[b] = k0[b - 1] + c.lens_k[b - 1];
+      const std::int64_t m_blocks = (c.lens_q[b] + kBm - 1) / kBm;
+      if (m_blocks > 0) order.push_back({m_blocks * ((c.lens_k[b] + kBn - 1) / kBn), std::int64_t(b)});
+    }
+    std::stable_sort(order.begin(), order.end(), [](const Expected& x, const Expected& y) { return x.work > y.work; });
+    std::size_t at = 0;
+    for (const Expected& e : order) {
+      const std::size_t b = std::size_t(e.b);
+      const int m_blocks = int((c.lens_q[b] + kBm - 1) / kBm);
+      for (int i = 0; i < m_blocks; ++i, ++at) {
+        ASSERT_LT(at, tiles.size()) << "the list ends early";
+        const cujit::VarlenTile& tile = tiles[at];
+        SCOPED_TRACE(fmt::format("slot {}", at));
+        EXPECT_EQ(tile.sequence, e.b);
+        EXPECT_EQ(tile.m_block, mask == Mask::none ? i : m_blocks - 1 - i);
+        EXPECT_EQ(tile.q_row, q0[b]);
+        EXPECT_EQ(tile.k_row, k0[b]);
+        EXPECT_EQ(tile.seq_q, c.lens_q[b]);
+        EXPECT_EQ(tile.seq_k, c.lens_k[b]);
+        EXPECT_EQ(tile.causal_offset, mask == Mask::none ? 0 : c.lens_k[b] - c.lens_q[b]);
+      }
+    }
+    EXPECT_EQ(std::size_t(count), at);
+  }
+}
+
 // CUJIT_CHECK's device check of the prefix sums: each kind of wrong entry is
 // named, with its sequence; right ones pass.
 TEST(VarlenCheck, NamesTheFirstWrongSequence) {

@@ -26,7 +26,7 @@ struct Tile {
 
 // Dense: grid (m-blocks, Hq, B), causal tiles near the end of the sequence
 // (the longest) launched first. Ragged (VARLEN): a 1-D grid over the prepare
-// step's tiles times the heads, heads fastest, in its order (longest first);
+// step's tiles times the heads, heads fastest, in its order (the most work first);
 // CTAs past its count have nothing to do.
 template <bool CAUSAL, bool VARLEN>
 __device__ __forceinline__ bool tile_of_block(const AttnParams& p, Tile& t) {

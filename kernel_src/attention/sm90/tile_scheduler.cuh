@@ -33,7 +33,7 @@ __device__ __forceinline__ Tile dense_tile_at(int index, const Sm90AttnParams& p
 }
 
 // A ragged batch: every head of the prepare step's tile index / heads_q, in
-// its order (longest first).
+// its order (the most work first).
 __device__ __forceinline__ Tile varlen_tile_at(int index, const Sm90AttnParams& p) {
   const unsigned entry = p.head_divisor.quotient(index);
   const VarlenTile v = p.attn.varlen_tiles[entry];

@@ -36,7 +36,7 @@ struct VarlenPrepareParams {
   int bm, bn;  // the attention kernel's tile
   int causal, bottom_right;
   int max_tiles;       // VarlenTile slots at `tiles`
-  VarlenTile* tiles;   // out: longest work first
+  VarlenTile* tiles;   // out: in the order the attention kernel takes them (varlen_prepare.cu)
   int* tile_count;     // out: tiles written
   int* first_bad;      // CUJIT_CHECK: the first b whose cu_seqlens entries are wrong (atomic min), or null
 };

@@ -1,27 +1,27 @@
 // The first step of a ragged batch: one CTA reads cu_seqlens and writes the
-// batch's (sequence, m-block) tiles, longest work first, for the attention
-// kernel that follows (its persistent CTAs, or its grid, take them in that
-// order, so the long causal tiles of long sequences do not run last).
+// batch's (sequence, m-block) tiles for the attention kernel that follows
+// (its persistent CTAs, or its grid, take them in this order, each tile for
+// every head, heads fastest).
 //
-// A counting sort on each tile's key-block count, in kBuckets buckets: the
-// count of each bucket, their starts in descending order (a block-wide
-// scan), then each tile into the next slot of its bucket. Within a bucket
-// the order depends on scheduling; the result does not: each tile of output
-// is computed by one CTA, whichever it is, with the same arithmetic.
+// The order: sequences by their work (m-blocks times key blocks), largest
+// first, ties by index (a bitonic sort in shared memory, up to kSortedMax
+// sequences; a larger batch keeps index order); within a sequence, causal
+// tiles last m-block first (the longest). The long work starts first, so
+// it does not run alone at the end, and the CTAs at work at one time share
+// a sequence's K/V in L2. The order is a function of cu_seqlens alone.
 //
 // Sequences are clamped to the packed tensors (rows [0, total)) and to the
 // maxima, so a wrong cu_seqlens never sends a load or store outside them;
 // with first_bad set (CUJIT_CHECK) the first sequence whose entries are
 // wrong is reported as well.
-#include "attention/common/key_blocks.h"
 #include "attention/varlen/varlen_params.h"
 #include "common/ptx.cuh"
 
 namespace cujit::varlen {
 
 constexpr int kThreads = 1024;
-constexpr int kBuckets = kThreads;  // one per thread in the scan
 constexpr int kWarps = kThreads / 32;
+constexpr int kSortedMax = 2048;  // sequences sorted by work; a larger batch keeps index order
 
 struct Sequence {
   int q_row, k_row, seq_q, seq_k;
@@ -41,29 +41,36 @@ __device__ __forceinline__ Sequence sequence(const VarlenPrepareParams& p, int b
   return s;
 }
 
-__device__ __forceinline__ int causal_offset(const VarlenPrepareParams& p, const Sequence& s) {
-  return p.bottom_right ? s.seq_k - s.seq_q : 0;
+__device__ __forceinline__ int m_blocks_of(const VarlenPrepareParams& p, const Sequence& s) {
+  return (s.seq_q + p.bm - 1) / p.bm;
 }
 
-// Key blocks of BN keys the tile visits: its weight in the sort.
-__device__ __forceinline__ int tile_work(const VarlenPrepareParams& p, const Sequence& s, int m_block) {
-  return key_block_range(m_block * p.bm, p.bm, p.bn, s.seq_q, s.seq_k, p.causal != 0, causal_offset(p, s)).count;
+// Sequence b's sort key: its work (m-blocks times key blocks), largest
+// first, then b; past the batch, last.
+__device__ __forceinline__ unsigned long long sort_key(const VarlenPrepareParams& p, int b) {
+  if (b >= p.batch) return ~0ull;
+  const Sequence s = sequence(p, b);
+  const long long work = (long long)m_blocks_of(p, s) * ((s.seq_k + p.bn - 1) / p.bn);
+  const unsigned rank = 0x7fffffffu - unsigned(min(work, 0x7fffffffll));
+  return (unsigned long long)rank << 32 | unsigned(b);
 }
 
-// Works of 0 .. max_work share the buckets evenly.
-__device__ __forceinline__ int bucket_of(int work, int max_work) {
-  const int per_bucket = max_work / kBuckets + 1;
-  return min(work / per_bucket, kBuckets - 1);
-}
-
-// Each warp takes sequences warp, warp + kWarps, ...; its lanes the m-blocks.
-template <class Body>
-__device__ __forceinline__ void for_each_tile(const VarlenPrepareParams& p, Body&& body) {
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int b = warp; b < p.batch; b += kWarps) {
-    const Sequence s = sequence(p, b);
-    const int m_blocks = (s.seq_q + p.bm - 1) / p.bm;
-    for (int m = lane; m < m_blocks; m += 32) body(b, s, m);
+// Ascending bitonic sort of keys[0, n), n a power of two.
+__device__ __forceinline__ void bitonic_sort(unsigned long long* keys, int n) {
+  for (int k = 2; k <= n; k *= 2) {
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int i = threadIdx.x; i < n; i += kThreads) {
+        const int partner = i ^ j;
+        if (partner > i) {
+          const unsigned long long a = keys[i], b = keys[partner];
+          if ((a > b) == ((i & k) == 0)) {
+            keys[i] = b;
+            keys[partner] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
   }
 }
 
@@ -93,34 +100,49 @@ __device__ __forceinline__ int block_exclusive_scan(int value, int* warp_totals)
 
 __global__ void __launch_bounds__(kThreads, 1) varlen_prepare(const __grid_constant__ VarlenPrepareParams p) {
   static_assert(kWarps == 32, "the scan's second level is one warp");
-  __shared__ int counts[kBuckets];
+  __shared__ unsigned long long order[kSortedMax];  // sort keys; the low word is the sequence
+  __shared__ int chunk_sequence[kThreads], chunk_offset[kThreads];
   __shared__ int warp_totals[kWarps];
-  const int max_work = (p.max_seq_k + p.bn - 1) / p.bn;
   // The attention kernel may start launching (its CTAs wait for this grid
   // to complete before reading the tiles).
   launch_dependent_grids();
 
-  counts[threadIdx.x] = 0;
-  __syncthreads();
-  for_each_tile(p, [&](int, const Sequence& s, int m) { atomicAdd(&counts[bucket_of(tile_work(p, s, m), max_work)], 1); });
-  __syncthreads();
+  const bool sorted = p.batch <= kSortedMax;
+  if (sorted) {
+    int n = 1;
+    while (n < p.batch) n *= 2;
+    for (int i = threadIdx.x; i < n; i += kThreads) order[i] = sort_key(p, i);
+    __syncthreads();
+    bitonic_sort(order, n);
+  }
 
-  // Bucket kBuckets - 1 (the most work) first: thread t scans bucket
-  // kBuckets - 1 - t, and its exclusive sum is that bucket's first slot.
-  const int bucket = kBuckets - 1 - int(threadIdx.x);
-  const int count = counts[bucket];
-  const int start = block_exclusive_scan(count, warp_totals);
-  __syncthreads();  // every count read before it becomes a cursor
-  counts[bucket] = start;
-  if (threadIdx.x == kThreads - 1) *p.tile_count = min(start + count, p.max_tiles);
-  __syncthreads();
-
-  for_each_tile(p, [&](int b, const Sequence& s, int m) {
-    const int slot = atomicAdd(&counts[bucket_of(tile_work(p, s, m), max_work)], 1);
-    if (slot < p.max_tiles) {
-      p.tiles[slot] = VarlenTile{s.q_row, s.k_row, s.seq_q, s.seq_k, m, causal_offset(p, s), b, 0};
+  // Sequences in order, kThreads at a time: each one's first slot (a scan of
+  // their m-block counts), then each warp writes the tiles of some of them,
+  // its lanes taking the m-blocks.
+  int placed = 0;
+  for (int first = 0; first < p.batch; first += kThreads) {
+    const int i = first + int(threadIdx.x);
+    const int b = i >= p.batch ? -1 : sorted ? int(unsigned(order[i])) : i;
+    const int count = b < 0 ? 0 : m_blocks_of(p, sequence(p, b));
+    const int offset = placed + block_exclusive_scan(count, warp_totals);
+    chunk_sequence[threadIdx.x] = b;
+    chunk_offset[threadIdx.x] = offset;
+    placed += warp_totals[kWarps - 1];  // the chunk's total
+    __syncthreads();
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int j = warp; j < kThreads && chunk_sequence[j] >= 0; j += kWarps) {
+      const int sb = chunk_sequence[j];
+      const Sequence s = sequence(p, sb);
+      const int m_blocks = m_blocks_of(p, s);
+      const int causal_offset = p.bottom_right ? s.seq_k - s.seq_q : 0;
+      for (int m = lane; m < m_blocks; m += 32) {
+        const int slot = chunk_offset[j] + (p.causal ? m_blocks - 1 - m : m);
+        if (slot < p.max_tiles) p.tiles[slot] = VarlenTile{s.q_row, s.k_row, s.seq_q, s.seq_k, m, causal_offset, sb, 0};
+      }
     }
-  });
+    __syncthreads();  // the chunk's arrays and warp_totals are read before the next chunk writes them
+  }
+  if (threadIdx.x == 0) *p.tile_count = min(placed, p.max_tiles);
 
   if (p.first_bad != nullptr) {
     for (int b = threadIdx.x; b < p.batch; b += kThreads) {
