@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <iostream>
 #include <numeric>
@@ -136,6 +137,7 @@ void equal_lengths(jit::DType dtype, const Heads& h, std::vector<EqualShape> sha
       fmt::print("{:<24} {:>11.1f} {:>11.1f} {:>8.3f} {:>8}\n",
                  fmt::format("B={} L={}{}", b, len, causal ? " causal" : ""), dense, ragged, ratio,
                  verdict(ratio, kEqualBar));
+      std::fflush(stdout);  // a run cut short keeps its rows
     }
   }
 }
@@ -169,6 +171,7 @@ void mixed_lengths(jit::DType dtype, const Heads& h, bool quick, Tally& tally) {
     tally.add(ratio, kMixedBar);
     fmt::print("{:<10} {:>11.1f} {:>9.1f} {:>16} {:>9.1f} {:>8.3f} {:>8}\n", causal ? "causal" : "full", ragged_us,
                ragged_rate, fmt::format("B={} L={}", dense_b, mean), dense_rate, ratio, verdict(ratio, kMixedBar));
+    std::fflush(stdout);
   }
 }
 
