@@ -362,9 +362,12 @@ TEST(VarlenDeterminism, RepeatsAreBitwiseIdentical) {
   }
 }
 
-// The prepare step's list: every (sequence, m-block) once, sequences by
-// work (m-blocks x key blocks) largest first, ties by index, causal tiles
-// last m-block first; each entry's bounds those of its sequence.
+// The prepare step's list: every (sequence, m-block) once, each entry with
+// its sequence's bounds, in varlen_prepare.cu's order. Without a mask:
+// sequences by work (m-blocks x key blocks), largest first, ties by index,
+// a sequence's tiles together. Causal: level by level (level l: each
+// sequence's l-th m-block from its end), sequences within a level by
+// m-blocks, most first, ties by index.
 TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
   CUJIT_REQUIRE_GPU();
   VarlenCase c;
@@ -393,34 +396,42 @@ TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
     std::vector<cujit::VarlenTile> tiles(std::size_t(std::max(count, 0)));
     copy_to_host(tiles.data(), list.tiles, tiles.size() * sizeof(cujit::VarlenTile));
 
-    // What the list must be.
-    struct Expected {
-      std::int64_t work, b;
+    // What the list must be: (sequence, m-block) pairs in order.
+    const bool causal = mask != Mask::none;
+    struct Sorted {
+      std::int64_t key, b, m_blocks;
     };
-    std::vector<Expected> order;
+    std::vector<Sorted> sequences;
     std::vector<std::int64_t> q0(c.lens_q.size()), k0(c.lens_q.size());
     for (std::size_t b = 0; b < c.lens_q.size(); ++b) {
       if (b > 0) q0[b] = q0[b - 1] + c.lens_q[b - 1], k0[b] = k0[b - 1] + c.lens_k[b - 1];
       const std::int64_t m_blocks = (c.lens_q[b] + kBm - 1) / kBm;
-      if (m_blocks > 0) order.push_back({m_blocks * ((c.lens_k[b] + kBn - 1) / kBn), std::int64_t(b)});
+      const std::int64_t work = causal ? m_blocks : m_blocks * ((c.lens_k[b] + kBn - 1) / kBn);
+      if (m_blocks > 0) sequences.push_back({work, std::int64_t(b), m_blocks});
     }
-    std::stable_sort(order.begin(), order.end(), [](const Expected& x, const Expected& y) { return x.work > y.work; });
+    std::stable_sort(sequences.begin(), sequences.end(), [](const Sorted& x, const Sorted& y) { return x.key > y.key; });
+    std::vector<std::pair<std::int64_t, std::int64_t>> expected;
+    if (causal) {
+      for (std::int64_t level = 0; level < sequences.front().m_blocks; ++level)
+        for (const Sorted& s : sequences)
+          if (s.m_blocks > level) expected.push_back({s.b, s.m_blocks - 1 - level});
+    } else {
+      for (const Sorted& s : sequences)
+        for (std::int64_t m = 0; m < s.m_blocks; ++m) expected.push_back({s.b, m});
+    }
     std::size_t at = 0;
-    for (const Expected& e : order) {
-      const std::size_t b = std::size_t(e.b);
-      const int m_blocks = int((c.lens_q[b] + kBm - 1) / kBm);
-      for (int i = 0; i < m_blocks; ++i, ++at) {
-        ASSERT_LT(at, tiles.size()) << "the list ends early";
-        const cujit::VarlenTile& tile = tiles[at];
-        SCOPED_TRACE(fmt::format("slot {}", at));
-        EXPECT_EQ(tile.sequence, e.b);
-        EXPECT_EQ(tile.m_block, mask == Mask::none ? i : m_blocks - 1 - i);
-        EXPECT_EQ(tile.q_row, q0[b]);
-        EXPECT_EQ(tile.k_row, k0[b]);
-        EXPECT_EQ(tile.seq_q, c.lens_q[b]);
-        EXPECT_EQ(tile.seq_k, c.lens_k[b]);
-        EXPECT_EQ(tile.causal_offset, mask == Mask::none ? 0 : c.lens_k[b] - c.lens_q[b]);
-      }
+    for (const auto& [sequence, m_block] : expected) {
+      const std::size_t b = std::size_t(sequence);
+      ASSERT_LT(at, tiles.size()) << "the list ends early";
+      const cujit::VarlenTile& tile = tiles[at++];
+      SCOPED_TRACE(fmt::format("slot {}", at - 1));
+      EXPECT_EQ(tile.sequence, sequence);
+      EXPECT_EQ(tile.m_block, m_block);
+      EXPECT_EQ(tile.q_row, q0[b]);
+      EXPECT_EQ(tile.k_row, k0[b]);
+      EXPECT_EQ(tile.seq_q, c.lens_q[b]);
+      EXPECT_EQ(tile.seq_k, c.lens_k[b]);
+      EXPECT_EQ(tile.causal_offset, mask == Mask::none ? 0 : c.lens_k[b] - c.lens_q[b]);
     }
     EXPECT_EQ(std::size_t(count), at);
   }

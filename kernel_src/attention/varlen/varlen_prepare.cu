@@ -3,12 +3,20 @@
 // (its persistent CTAs, or its grid, take them in this order, each tile for
 // every head, heads fastest).
 //
-// The order: sequences by their work (m-blocks times key blocks), largest
-// first, ties by index (a bitonic sort in shared memory, up to kSortedMax
-// sequences; a larger batch keeps index order); within a sequence, causal
-// tiles last m-block first (the longest). The long work starts first, so
-// it does not run alone at the end, and the CTAs at work at one time share
-// a sequence's K/V in L2. The order is a function of cu_seqlens alone.
+// The order, a function of cu_seqlens alone, puts the most work first, so
+// that it does not run alone at the end, and keeps tiles of equal work in
+// sequence order, so that the CTAs at work at one time share K/V in L2:
+//  - without a causal mask every tile of a sequence has the same work:
+//    sequences by work (m-blocks times key blocks), largest first, each
+//    sequence's tiles together;
+//  - causal: by level, level l being each sequence's l-th tile from its end
+//    (level 0 is its last m-block, the one that sees the most keys): level
+//    0 of every sequence, then level 1, ..., sequences within a level by
+//    m-blocks, most first. Equal sequences then run one m-block of all of
+//    them at a time, as the dense kernel's rows-first order does.
+// Sequences are sorted by a bitonic sort in shared memory, up to kSortedMax
+// of them, ties by index; a larger batch, or causal sequences of more than
+// kMaxLevels m-blocks, keep index order, sequence by sequence.
 //
 // Sequences are clamped to the packed tensors (rows [0, total)) and to the
 // maxima, so a wrong cu_seqlens never sends a load or store outside them;
@@ -21,7 +29,8 @@ namespace cujit::varlen {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
-constexpr int kSortedMax = 2048;  // sequences sorted by work; a larger batch keeps index order
+constexpr int kSortedMax = 2048;  // sequences sorted; a larger batch keeps index order
+constexpr int kMaxLevels = 2 * kThreads;  // causal levels ordered; more keep sequence order
 
 struct Sequence {
   int q_row, k_row, seq_q, seq_k;
@@ -45,12 +54,13 @@ __device__ __forceinline__ int m_blocks_of(const VarlenPrepareParams& p, const S
   return (s.seq_q + p.bm - 1) / p.bm;
 }
 
-// Sequence b's sort key: its work (m-blocks times key blocks), largest
-// first, then b; past the batch, last.
+// Sequence b's sort key: its work (causal: its m-blocks), largest first,
+// then b; past the batch, last.
 __device__ __forceinline__ unsigned long long sort_key(const VarlenPrepareParams& p, int b) {
   if (b >= p.batch) return ~0ull;
   const Sequence s = sequence(p, b);
-  const long long work = (long long)m_blocks_of(p, s) * ((s.seq_k + p.bn - 1) / p.bn);
+  const long long m_blocks = m_blocks_of(p, s);
+  const long long work = p.causal ? m_blocks : m_blocks * ((s.seq_k + p.bn - 1) / p.bn);
   const unsigned rank = 0x7fffffffu - unsigned(min(work, 0x7fffffffll));
   return (unsigned long long)rank << 32 | unsigned(b);
 }
@@ -98,10 +108,80 @@ __device__ __forceinline__ int block_exclusive_scan(int value, int* warp_totals)
   return inclusive - value + (warp > 0 ? warp_totals[warp - 1] : 0);
 }
 
+__device__ __forceinline__ void write_tile(const VarlenPrepareParams& p, int slot, int b, const Sequence& s, int m) {
+  const int causal_offset = p.bottom_right ? s.seq_k - s.seq_q : 0;
+  if (slot < p.max_tiles) p.tiles[slot] = VarlenTile{s.q_row, s.k_row, s.seq_q, s.seq_k, m, causal_offset, b, 0};
+}
+
+// Causal, by level. Sorted by m-blocks, the sequences with a level l are
+// the first n(l), n(l) = #{i : m-blocks of the i-th > l}; level l starts at
+// the sum of n over the levels before it, and the i-th sequence's tile of
+// level l goes i slots further. Returns the tiles placed.
+__device__ __forceinline__ int place_by_level(const VarlenPrepareParams& p, const unsigned long long* order,
+                                              int* sorted_m_blocks, int* level_offset, int* warp_totals) {
+  for (int i = threadIdx.x; i < p.batch; i += kThreads) {
+    sorted_m_blocks[i] = m_blocks_of(p, sequence(p, int(unsigned(order[i]))));
+  }
+  __syncthreads();
+  auto sequences_at_level = [&](int level) {  // the first i whose m-blocks are <= level
+    int lo = 0, hi = p.batch;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (sorted_m_blocks[mid] > level) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  };
+  static_assert(kMaxLevels == 2 * kThreads, "two levels per thread");
+  const int n0 = sequences_at_level(2 * threadIdx.x), n1 = sequences_at_level(2 * threadIdx.x + 1);
+  const int offset = block_exclusive_scan(n0 + n1, warp_totals);
+  level_offset[2 * threadIdx.x] = offset;
+  level_offset[2 * threadIdx.x + 1] = offset + n0;
+  const int placed = warp_totals[kWarps - 1];
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (int i = warp; i < p.batch; i += kWarps) {
+    const int b = int(unsigned(order[i]));
+    const int m_blocks = sorted_m_blocks[i];
+    for (int m = lane; m < m_blocks; m += 32) write_tile(p, level_offset[m_blocks - 1 - m] + i, b, sequence(p, b), m);
+  }
+  return placed;
+}
+
+// Sequence by sequence (in sorted order when `order`, else by index),
+// kThreads at a time: each one's first slot (a scan of their m-block
+// counts), then each warp writes the tiles of some of them, its lanes taking
+// the m-blocks (causal: last m-block first). Returns the tiles placed.
+__device__ __forceinline__ int place_by_sequence(const VarlenPrepareParams& p, const unsigned long long* order,
+                                                 int* chunk_sequence, int* chunk_offset, int* warp_totals) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int placed = 0;
+  for (int first = 0; first < p.batch; first += kThreads) {
+    const int i = first + int(threadIdx.x);
+    const int b = i >= p.batch ? -1 : order != nullptr ? int(unsigned(order[i])) : i;
+    const int count = b < 0 ? 0 : m_blocks_of(p, sequence(p, b));
+    const int offset = placed + block_exclusive_scan(count, warp_totals);
+    chunk_sequence[threadIdx.x] = b;
+    chunk_offset[threadIdx.x] = offset;
+    placed += warp_totals[kWarps - 1];  // the chunk's total
+    __syncthreads();
+    for (int j = warp; j < kThreads && chunk_sequence[j] >= 0; j += kWarps) {
+      const int sb = chunk_sequence[j];
+      const Sequence s = sequence(p, sb);
+      const int m_blocks = m_blocks_of(p, s);
+      for (int m = lane; m < m_blocks; m += 32) {
+        write_tile(p, chunk_offset[j] + (p.causal ? m_blocks - 1 - m : m), sb, s, m);
+      }
+    }
+    __syncthreads();  // the chunk's arrays and warp_totals are read before the next chunk writes them
+  }
+  return placed;
+}
+
 __global__ void __launch_bounds__(kThreads, 1) varlen_prepare(const __grid_constant__ VarlenPrepareParams p) {
   static_assert(kWarps == 32, "the scan's second level is one warp");
   __shared__ unsigned long long order[kSortedMax];  // sort keys; the low word is the sequence
-  __shared__ int chunk_sequence[kThreads], chunk_offset[kThreads];
+  __shared__ int per_sequence[kSortedMax], per_slot[kMaxLevels];
   __shared__ int warp_totals[kWarps];
   // The attention kernel may start launching (its CTAs wait for this grid
   // to complete before reading the tiles).
@@ -115,33 +195,10 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_prepare(const __grid_const
     __syncthreads();
     bitonic_sort(order, n);
   }
-
-  // Sequences in order, kThreads at a time: each one's first slot (a scan of
-  // their m-block counts), then each warp writes the tiles of some of them,
-  // its lanes taking the m-blocks.
-  int placed = 0;
-  for (int first = 0; first < p.batch; first += kThreads) {
-    const int i = first + int(threadIdx.x);
-    const int b = i >= p.batch ? -1 : sorted ? int(unsigned(order[i])) : i;
-    const int count = b < 0 ? 0 : m_blocks_of(p, sequence(p, b));
-    const int offset = placed + block_exclusive_scan(count, warp_totals);
-    chunk_sequence[threadIdx.x] = b;
-    chunk_offset[threadIdx.x] = offset;
-    placed += warp_totals[kWarps - 1];  // the chunk's total
-    __syncthreads();
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int j = warp; j < kThreads && chunk_sequence[j] >= 0; j += kWarps) {
-      const int sb = chunk_sequence[j];
-      const Sequence s = sequence(p, sb);
-      const int m_blocks = m_blocks_of(p, s);
-      const int causal_offset = p.bottom_right ? s.seq_k - s.seq_q : 0;
-      for (int m = lane; m < m_blocks; m += 32) {
-        const int slot = chunk_offset[j] + (p.causal ? m_blocks - 1 - m : m);
-        if (slot < p.max_tiles) p.tiles[slot] = VarlenTile{s.q_row, s.k_row, s.seq_q, s.seq_k, m, causal_offset, sb, 0};
-      }
-    }
-    __syncthreads();  // the chunk's arrays and warp_totals are read before the next chunk writes them
-  }
+  const bool by_level = sorted && p.causal && (p.max_seq_q + p.bm - 1) / p.bm <= kMaxLevels;
+  static_assert(kSortedMax >= kThreads && kMaxLevels >= kThreads, "the chunk arrays fit in the level arrays");
+  const int placed = by_level ? place_by_level(p, order, per_sequence, per_slot, warp_totals)
+                              : place_by_sequence(p, sorted ? order : nullptr, per_sequence, per_slot, warp_totals);
   if (threadIdx.x == 0) *p.tile_count = min(placed, p.max_tiles);
 
   if (p.first_bad != nullptr) {
