@@ -48,9 +48,9 @@ void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec,
   }
 }
 
-int expect_every_config_matches(const jit::detail::AttnProblem& problem, const TestTensor& q, const TestTensor& k,
-                                const TestTensor& v, TestTensor& out, jit::DeviceBuffer& lse,
-                                const ReferenceProblem& reference, const ReferenceResult& expected) {
+int for_every_config(const jit::detail::AttnProblem& problem,
+                     const std::function<void(const jit::detail::AttentionFamily&, const jit::detail::AttnPlan&,
+                                              void* workspace)>& body) {
   const jit::Target target = jit::current_target();
   int configs = 0;
   for (const auto* family : families_here()) {
@@ -62,18 +62,27 @@ int expect_every_config_matches(const jit::detail::AttnProblem& problem, const T
       SCOPED_TRACE(family->variant_name(spec, config));
       const jit::detail::AttnPlan plan = jit::detail::load_plan(*family, problem, config, target);
       jit::DeviceBuffer workspace(plan.workspace_bytes);
-      poison(out.buffer.data(), out.buffer.size());
-      poison(lse.data(), lse.size());
       if (workspace.size() != 0) poison(workspace.data(), workspace.size());
-      family->launch(plan, problem, {q.view, k.view, v.view, out.view, static_cast<float*>(lse.data())},
-                     workspace.data(), nullptr);
-      synchronize();
-      expect_output_matches(gather_logical(download_storage(out), out.view), expected, reference);
-      expect_lse_matches(download_f32(lse.data(), expected.lse.size()), expected);
+      body(*family, plan, workspace.data());
       ++configs;
     }
   }
   return configs;
+}
+
+int expect_every_config_matches(const jit::detail::AttnProblem& problem, const TestTensor& q, const TestTensor& k,
+                                const TestTensor& v, TestTensor& out, jit::DeviceBuffer& lse,
+                                const ReferenceProblem& reference, const ReferenceResult& expected) {
+  return for_every_config(problem, [&](const jit::detail::AttentionFamily& family, const jit::detail::AttnPlan& plan,
+                                       void* workspace) {
+    poison(out.buffer.data(), out.buffer.size());
+    poison(lse.data(), lse.size());
+    family.launch(plan, problem, {q.view, k.view, v.view, out.view, static_cast<float*>(lse.data())}, workspace,
+                  nullptr);
+    synchronize();
+    expect_output_matches(gather_logical(download_storage(out), out.view), expected, reference);
+    expect_lse_matches(download_f32(lse.data(), expected.lse.size()), expected);
+  });
 }
 
 std::string specialization_name(const ::testing::TestParamInfo<Specialization>& info) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -26,6 +27,15 @@ std::vector<jit::Json> kept_configs(const jit::detail::AttentionFamily& family, 
 /// Compiles (or loads) every config on all cores at once, so later launches
 /// only look them up; a config that fails is reported through gtest.
 void load_all(const jit::detail::AttentionFamily& family, const jit::Json& spec, const std::vector<jit::Json>& configs);
+
+/// For every kept config of every family here that serves `problem` (each
+/// family's configs compiled at once first): loads its plan and calls
+/// body(family, plan, workspace) under a SCOPED_TRACE naming the variant;
+/// the workspace holds plan.workspace_bytes, poisoned. Returns how many
+/// configs ran: 0 where no family serves the problem here.
+int for_every_config(const jit::detail::AttnProblem& problem,
+                     const std::function<void(const jit::detail::AttentionFamily&, const jit::detail::AttnPlan&,
+                                              void* workspace)>& body);
 
 /// Launches every kept config of every family here that serves `problem` on
 /// q, k and v into `out` and `lse` (both poisoned before each launch, so

@@ -311,29 +311,17 @@ TEST_P(VarlenEveryConfig, MatchesTheReference) {
   const jit::detail::AttnProblem problem =
       jit::detail::validate_attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, r.batch, options_of(c, r));
   const PackedReference ref = packed_reference(c, r);
-  const jit::Target target = jit::current_target();
-  int configs = 0;
-  for (const auto* family : families_here()) {
-    if (!family->supports(problem, target)) continue;
-    const jit::Json spec = family->spec_for(problem);
-    const std::vector<jit::Json> kept = kept_configs(*family, spec);
-    load_all(*family, spec, kept);
-    for (const jit::Json& config : kept) {
-      SCOPED_TRACE(family->variant_name(spec, config));
-      const jit::detail::AttnPlan plan = jit::detail::load_plan(*family, problem, config, target);
-      jit::DeviceBuffer workspace(plan.workspace_bytes);
-      poison(r.out.buffer.data(), r.out.buffer.size());
-      poison(r.lse.data(), r.lse.size());
-      poison(workspace.data(), workspace.size());
-      family->launch(plan, problem,
-                     {r.dq.view, r.dk.view, r.dv.view, r.out.view, static_cast<float*>(r.lse.data()), nullptr, 0,
-                      nullptr, r.batch.cu_seqlens_q, r.batch.cu_seqlens_k},
-                     workspace.data(), nullptr);
-      synchronize();
-      expect_matches(c, r, ref);
-      ++configs;
-    }
-  }
+  const int configs = for_every_config(problem, [&](const jit::detail::AttentionFamily& family,
+                                                    const jit::detail::AttnPlan& plan, void* workspace) {
+    poison(r.out.buffer.data(), r.out.buffer.size());
+    poison(r.lse.data(), r.lse.size());
+    family.launch(plan, problem,
+                  {r.dq.view, r.dk.view, r.dv.view, r.out.view, static_cast<float*>(r.lse.data()), nullptr, 0,
+                   nullptr, r.batch.cu_seqlens_q, r.batch.cu_seqlens_k},
+                  workspace, nullptr);
+    synchronize();
+    expect_matches(c, r, ref);
+  });
   EXPECT_GT(configs, 0) << "no family here serves a ragged batch of head dim " << c.head_dim;
 }
 

@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <cstddef>
 
 #include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/error.h"
@@ -87,6 +86,13 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
       return fmt::format("needs about {} registers per thread (limit 255, it would spill): lower BN or use more warps",
                          regs);
     }
+    // Measured: at D = 128 with one m-tile per warp the dense kernel already
+    // uses all 255 registers with three stages on sm_90; a ragged tile's
+    // bounds (in registers, not the constant bank) tip it into spilling.
+    if (s.varlen && s.head_dim == 128 && c.bm / (16 * c.warps) == 1 && c.bn >= 64 && c.stages >= 3 &&
+        target.cc >= 90) {
+      return "the ragged variant spills at D = 128, one m-tile per warp, BN >= 64 and 3 stages on sm_90: use 2 stages";
+    }
     return std::nullopt;
   }
 
@@ -105,27 +111,14 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
                        s.varlen ? "true" : "false");
   }
 
-  // Dense and ragged batches.
-  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
-    AttnSpec varlen = base;
-    varlen.varlen = true;
-    return {base, varlen};
-  }
-
-  // A ragged batch's tiles: where each CTA's sequence is.
+  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h).
+  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override { return dense_and_ragged(base); }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
-    if (!spec.value("varlen", false)) return {};
-    return {int(offsetof(cujit::AttnParams, varlen_tiles)), int(offsetof(cujit::AttnParams, varlen_tile_count))};
+    return varlen_index_params(spec, 0);
   }
-
-  std::vector<Companion> companions(const Json& spec) const override {
-    if (!spec.value("varlen", false)) return {};
-    return {varlen_prepare_companion()};
-  }
-
+  std::vector<Companion> companions(const Json& spec) const override { return varlen_companions(spec); }
   void bind_kernels(AttnPlan& plan, const Json& spec, const Kernel& main) const override {
-    if (spec.value("varlen", false)) return bind_varlen_kernels(plan, main);
-    AttentionFamily::bind_kernels(plan, spec, main);
+    bind_varlen_kernels(plan, spec, main);
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {

@@ -176,31 +176,16 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
                        c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false", s.varlen ? "true" : "false");
   }
 
-  // Dense and ragged batches.
-  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
-    AttnSpec varlen = base;
-    varlen.varlen = true;
-    return {base, varlen};
-  }
-
-  // A ragged batch's tiles: where each tile's sequence is.
+  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h).
+  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override { return dense_and_ragged(base); }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
-    if (!spec.value("varlen", false)) return {};
-    constexpr int kAttn = int(offsetof(cujit::Sm90AttnParams, attn));
-    return {kAttn + int(offsetof(cujit::AttnParams, varlen_tiles)),
-            kAttn + int(offsetof(cujit::AttnParams, varlen_tile_count))};
+    return varlen_index_params(spec, int(offsetof(cujit::Sm90AttnParams, attn)));
   }
-
+  // The TMA descriptors make the struct 64-byte aligned: cujit-sass needs it.
   int params_alignment(const Json&, const Json&) const override { return int(alignof(cujit::Sm90AttnParams)); }
-
-  std::vector<Companion> companions(const Json& spec) const override {
-    if (!spec.value("varlen", false)) return {};
-    return {varlen_prepare_companion()};
-  }
-
+  std::vector<Companion> companions(const Json& spec) const override { return varlen_companions(spec); }
   void bind_kernels(AttnPlan& plan, const Json& spec, const Kernel& main) const override {
-    if (spec.value("varlen", false)) return bind_varlen_kernels(plan, main);
-    AttentionFamily::bind_kernels(plan, spec, main);
+    bind_varlen_kernels(plan, spec, main);
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {

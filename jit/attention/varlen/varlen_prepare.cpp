@@ -41,8 +41,21 @@ const KernelFamily& varlen_prepare_family() {
   return family;
 }
 
-AttentionFamily::Companion varlen_prepare_companion() {
-  return {&varlen_prepare_family(), Json::object(), Json::object()};
+std::vector<AttnSpec> dense_and_ragged(const AttnSpec& base) {
+  AttnSpec varlen = base;
+  varlen.varlen = true;
+  return {base, varlen};
+}
+
+std::vector<AttentionFamily::Companion> varlen_companions(const Json& spec) {
+  if (!spec.value("varlen", false)) return {};
+  return {{&varlen_prepare_family(), Json::object(), Json::object()}};
+}
+
+std::vector<int> varlen_index_params(const Json& spec, int attn_offset) {
+  if (!spec.value("varlen", false)) return {};
+  return {attn_offset + int(offsetof(cujit::AttnParams, varlen_tiles)),
+          attn_offset + int(offsetof(cujit::AttnParams, varlen_tile_count))};
 }
 
 std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm) {
@@ -67,9 +80,10 @@ void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm,
 
 bool varlen_attention_pdl(const Target& target) { return target.cc >= 90 && knobs().pdl; }
 
-void bind_varlen_kernels(AttnPlan& plan, const Kernel& main) {
-  plan.steps[0].kernel = &get_kernel(varlen_prepare_family(), Json::object(), Json::object());
-  for (int i = 1; i < plan.step_count; ++i) plan.steps[std::size_t(i)].kernel = &main;
+void bind_varlen_kernels(AttnPlan& plan, const Json& spec, const Kernel& main) {
+  const bool varlen = spec.value("varlen", false);
+  for (int i = 0; i < plan.step_count; ++i) plan.steps[std::size_t(i)].kernel = &main;
+  if (varlen) plan.steps[0].kernel = &get_kernel(varlen_prepare_family(), Json::object(), Json::object());
 }
 
 VarlenTileList varlen_tile_list(void* workspace) {

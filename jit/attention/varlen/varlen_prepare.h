@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "jit/attention/attention_family.h"
 #include "kernel_src/attention/varlen/varlen_params.h"
@@ -12,7 +13,14 @@
 namespace jit::detail {
 
 const KernelFamily& varlen_prepare_family();
-AttentionFamily::Companion varlen_prepare_companion();
+
+// What the sm90 and portable families share for ragged batches: each spec
+// comes dense and ragged ("varlen": true); a ragged spec's companion is the
+// prepare step, and its index parameters are AttnParams's tile list, at
+// `attn_offset` in the kernel's parameter struct.
+std::vector<AttnSpec> dense_and_ragged(const AttnSpec& base);
+std::vector<AttentionFamily::Companion> varlen_companions(const Json& spec);
+std::vector<int> varlen_index_params(const Json& spec, int attn_offset);
 
 // Tile slots a plan with BM-row tiles reserves for `problem`.
 std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm);
@@ -27,8 +35,9 @@ void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm,
 // runs and wait for it (griddepcontrol.wait) before reading the tiles.
 bool varlen_attention_pdl(const Target& target);
 
-// Binds step 0 to the prepare kernel and the others to `main`.
-void bind_varlen_kernels(AttnPlan& plan, const Kernel& main);
+// A ragged spec's plan: step 0 the prepare kernel, the others `main`; a
+// dense one's: every step `main`.
+void bind_varlen_kernels(AttnPlan& plan, const Json& spec, const Kernel& main);
 
 // The prepare step's outputs in a plan's workspace.
 struct VarlenTileList {
