@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 
+#include "jit/attention/first_bad_index.h"
 #include "jit/attention/fixed_kernel_family.h"
 #include "jit/attention/kv_validation.h"
 #include "jit/driver.h"
@@ -24,19 +25,11 @@ const KernelFamily& check_family() {
   return family;
 }
 
-std::int32_t read_int(const void* device_address) {
-  std::int32_t value = 0;
-  CUJIT_CU_CHECK(driver().cuMemcpyDtoH(&value, reinterpret_cast<CUdeviceptr>(device_address), sizeof value));
-  return value;
-}
 
 }  // namespace
 
 void check_kv_contents(const AttnProblem& problem, const KvCache& cache, Stream stream) {
-  if (stream_is_capturing(reinterpret_cast<CUstream>(stream))) {
-    log_info("CUJIT_CHECK: the KV cache's contents are not checked inside a graph capture");
-    return;
-  }
+  if (!can_check_on(stream, "the KV cache's contents")) return;
   const bool paged = problem.page_size > 0;
   const std::int64_t pages_per_seq = paged ? cache.pages_per_seq : 0;
   const std::int64_t table_stride = table_stride_of(cache);
@@ -45,9 +38,7 @@ void check_kv_contents(const AttnProblem& problem, const KvCache& cache, Stream 
     log_info("CUJIT_CHECK: {} table entries are too many to check", slots);
     return;
   }
-  DeviceBuffer first_bad(sizeof(std::int32_t));
-  const std::int32_t none = INT_MAX;
-  first_bad.upload(&none, sizeof none);
+  const FirstBadIndex first_bad;
   cujit::CheckKvParams p{};
   p.seq_lens = problem.seq_lens ? cache.seq_lens : nullptr;
   p.block_table = paged ? cache.block_table : nullptr;
@@ -57,23 +48,21 @@ void check_kv_contents(const AttnProblem& problem, const KvCache& cache, Stream 
   p.page_size = std::max(problem.page_size, 1);
   p.max_seq_k = int(problem.seq_k);
   p.num_pages = paged ? int(std::min<std::int64_t>(cache.k.shape[0], INT_MAX)) : 0;
-  p.first_bad = static_cast<int*>(first_bad.data());
+  p.first_bad = first_bad.device();
   LaunchGeometry g;
   g.block = {256, 1, 1};
   g.grid = {unsigned((slots + 255) / 256), 1, 1};
   get_kernel(check_family(), Json::object(), Json::object()).launch(g, p, stream);
-  CUJIT_CU_CHECK(driver().cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));
-  std::int32_t bad = 0;
-  first_bad.download(&bad, sizeof bad);
-  if (bad == INT_MAX) return;
-  const std::int64_t b = bad / (pages_per_seq + 1), slot = bad % (pages_per_seq + 1);
+  const std::optional<std::int32_t> bad = first_bad.after(stream);
+  if (!bad) return;
+  const std::int64_t b = *bad / (pages_per_seq + 1), slot = *bad % (pages_per_seq + 1);
   if (slot == pages_per_seq) {
-    const std::int32_t len = read_int(cache.seq_lens + b);
+    const std::int32_t len = read_device_int32(cache.seq_lens + b);
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("CUJIT_CHECK: cache.seq_lens[{}] = {} is not a length from 0 to max_seq_k ({})", b, len,
                             problem.seq_k));
   }
-  const std::int32_t page = read_int(cache.block_table + b * table_stride + slot);
+  const std::int32_t page = read_device_int32(cache.block_table + b * table_stride + slot);
   throw Error(ErrorCode::InvalidArgument,
               fmt::format("CUJIT_CHECK: cache.block_table[{}][{}] = {} is not a page of the pool (0 to {}), and "
                           "sequence {} reads it",

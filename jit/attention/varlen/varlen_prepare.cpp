@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstddef>
 
+#include "jit/attention/first_bad_index.h"
 #include "jit/attention/fixed_kernel_family.h"
 #include "jit/driver.h"
 #include "jit/error.h"
@@ -24,11 +25,6 @@ struct PrepareStepData {
 
 constexpr unsigned kPrepareThreads = 1024;  // varlen_prepare.cu's kThreads
 
-std::int32_t read_int(const void* device_address) {
-  std::int32_t value = 0;
-  CUJIT_CU_CHECK(driver().cuMemcpyDtoH(&value, reinterpret_cast<CUdeviceptr>(device_address), sizeof value));
-  return value;
-}
 
 }  // namespace
 
@@ -116,27 +112,22 @@ void launch_varlen_prepare(const AttnStep& step, const AttnProblem& problem, con
 }
 
 void check_varlen_contents(const AttnProblem& problem, const AttnTensors& tensors, Stream stream) {
-  if (stream_is_capturing(reinterpret_cast<CUstream>(stream))) {
-    log_info("CUJIT_CHECK: cu_seqlens are not checked inside a graph capture");
-    return;
-  }
+  if (!can_check_on(stream, "cu_seqlens")) return;
   // The prepare step with the smallest tiles, into a workspace of its own.
   constexpr int kCheckRows = 64;
   AttnPlan plan;
   add_varlen_prepare_step(plan, problem, kCheckRows, kCheckRows);
   plan.steps[0].kernel = &get_kernel(varlen_prepare_family(), Json::object(), Json::object());
   DeviceBuffer workspace(plan.workspace_bytes);
-  DeviceBuffer first_bad(sizeof(std::int32_t));
-  const std::int32_t none = INT_MAX;
-  first_bad.upload(&none, sizeof none);
-  launch_varlen_prepare(plan.steps[0], problem, tensors, workspace.data(), stream,
-                        static_cast<int*>(first_bad.data()));
-  CUJIT_CU_CHECK(driver().cuStreamSynchronize(reinterpret_cast<CUstream>(stream)));
-  std::int32_t b = 0;
-  first_bad.download(&b, sizeof b);
-  if (b == INT_MAX) return;
-  const std::int32_t q0 = read_int(tensors.cu_seqlens_q + b), q1 = read_int(tensors.cu_seqlens_q + b + 1);
-  const std::int32_t k0 = read_int(tensors.cu_seqlens_k + b), k1 = read_int(tensors.cu_seqlens_k + b + 1);
+  const FirstBadIndex first_bad;
+  launch_varlen_prepare(plan.steps[0], problem, tensors, workspace.data(), stream, first_bad.device());
+  const std::optional<std::int32_t> bad = first_bad.after(stream);
+  if (!bad) return;
+  const std::int32_t b = *bad;
+  const std::int32_t q0 = read_device_int32(tensors.cu_seqlens_q + b);
+  const std::int32_t q1 = read_device_int32(tensors.cu_seqlens_q + b + 1);
+  const std::int32_t k0 = read_device_int32(tensors.cu_seqlens_k + b);
+  const std::int32_t k1 = read_device_int32(tensors.cu_seqlens_k + b + 1);
   throw Error(ErrorCode::InvalidArgument,
               fmt::format("CUJIT_CHECK: sequence {} of the ragged batch is wrong: cu_seqlens_q[{}..{}] = {}, {} and "
                           "cu_seqlens_k[{}..{}] = {}, {}; prefix sums start at 0, never decrease, end within the "
