@@ -24,8 +24,8 @@ Json decode_combine_spec(DType dtype, int head_dim) { return {{"dtype", kernel_d
 
 LaunchGeometry decode_combine_geometry(std::int64_t packed_rows) {
   LaunchGeometry g;
-  g.grid = {unsigned((packed_rows + cujit::kDecodeCombineWarps - 1) / cujit::kDecodeCombineWarps), 1, 1};
-  g.block = {unsigned(32 * cujit::kDecodeCombineWarps), 1, 1};
+  g.grid = {unsigned(packed_rows), 1, 1};
+  g.block = {unsigned(cujit::kDecodeCombineThreads), 1, 1};
   return g;
 }
 

@@ -12,7 +12,7 @@ namespace jit::detail {
 const KernelFamily& decode_combine_family();
 Json decode_combine_spec(DType dtype, int head_dim);
 
-// One warp per packed row, cujit::kDecodeCombineWarps per CTA.
+// One CTA of cujit::kDecodeCombineThreads per packed row.
 LaunchGeometry decode_combine_geometry(std::int64_t packed_rows);
 
 }  // namespace jit::detail

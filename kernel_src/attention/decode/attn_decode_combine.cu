@@ -1,24 +1,111 @@
 // The second pass of split-KV decode: merges the normalized parts of a
-// packed row (one per split, attn_decode.cu) by their log-sum-exp, in split
-// order, so a plan's result is the same bitwise on every run. One warp per
-// packed row; each lane holds D / 32 columns.
+// packed row (one per split, attn_decode.cu) by their log-sum-exp, so a
+// plan's result is the same bitwise on every run.
+//
+// One CTA per packed row. Its threads load every split's log-sum-exp at once
+// and turn them into weights in shared memory; then groups of D / 4 threads
+// (4 columns each) take the splits side by side (group g: splits g, g + G,
+// ...), each thread issuing up to kLoadsInFlight part loads before it uses
+// one, and group 0 adds the groups' sums in group order. So the pass costs
+// about two dependent loads however many splits there are: one warp walking
+// a row's splits in sequence took 20 us for 32 splits (MQA, 128 rows).
 #include "attention/decode/decode_params.h"
 #include "attention/head_dims.h"
 #include "common/ptx.cuh"
 
 namespace cujit::decode {
 
+// Deterministic CTA-wide reductions: a fixed shuffle tree in each warp, then
+// the warps' results in warp order.
+template <class Op>
+__device__ __forceinline__ float block_reduce(float x, float* scratch, Op op) {
+  constexpr int kWarps = kDecodeCombineThreads / 32;
+#pragma unroll
+  for (int step = 16; step > 0; step /= 2) x = op(x, __shfl_xor_sync(0xffffffffu, x, step));
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+  __syncthreads();
+  float all = scratch[0];
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) all = op(all, scratch[w]);
+  __syncthreads();  // scratch is reused
+  return all;
+}
+
 template <int D, class T>
-__global__ void __launch_bounds__(kDecodeCombineWarps * 32) attn_decode_combine(const __grid_constant__ DecodeCombineParams p) {
+__global__ void __launch_bounds__(kDecodeCombineThreads) attn_decode_combine(const __grid_constant__ DecodeCombineParams p) {
   static_assert(kDecodeHeadDims.contains(D), "D is one of kDecodeHeadDims");
-  constexpr int kPerLane = D / 32;  // 2, 4 or 8 columns
-  static_assert(kPerLane % 2 == 0, "columns go in pairs");
-  const int lane = threadIdx.x % 32;
-  const unsigned n = blockIdx.x * kDecodeCombineWarps + threadIdx.x / 32;  // packed row over (B, Hkv, rows)
+  constexpr int kLanes = D / 4;  // threads per part row, 4 columns each
+  static_assert(kDecodeCombineThreads % kLanes == 0, "the threads form whole groups");
+  constexpr int kGroups = kDecodeCombineThreads / kLanes;
+  static_assert(kMaxDecodeSplits % kDecodeCombineThreads == 0, "each thread loads whole log-sum-exps");
+  constexpr int kLsePerThread = kMaxDecodeSplits / kDecodeCombineThreads;
+  constexpr int kLoadsInFlight = 8;
+
+  __shared__ float weight[kMaxDecodeSplits];
+  __shared__ float scratch[kDecodeCombineThreads / 32];
+  __shared__ float4 group_sum[kGroups > 1 ? kGroups - 1 : 1][kLanes];
+
+  const int tid = threadIdx.x;
+  const unsigned n = blockIdx.x;  // packed row over (B, Hkv, rows); the grid has exactly one CTA each
   const unsigned total = unsigned(p.batch) * unsigned(p.heads_kv) * unsigned(p.rows);
+  const float neg_inf = -__int_as_float(0x7f800000);
 
   grid_dependency_wait();  // the parts
-  if (n >= total) return;
+
+  float lse2[kLsePerThread];
+#pragma unroll
+  for (int i = 0; i < kLsePerThread; ++i) {
+    const int s = tid + kDecodeCombineThreads * i;
+    lse2[i] = s < p.splits ? __ldcg(p.partial_lse2 + i64(s) * total + n) : neg_inf;
+  }
+  float mx = lse2[0];
+#pragma unroll
+  for (int i = 1; i < kLsePerThread; ++i) mx = fmaxf(mx, lse2[i]);
+  mx = block_reduce(mx, scratch, [](float a, float b) { return fmaxf(a, b); });
+  const float safe = mx == neg_inf ? 0.f : mx;  // no part saw a key: every weight is 0
+  float sum = 0.f;
+#pragma unroll
+  for (int i = 0; i < kLsePerThread; ++i) {
+    const int s = tid + kDecodeCombineThreads * i;
+    const float w = ex2_approx(lse2[i] - safe);
+    if (s < p.splits) weight[s] = w;
+    sum += w;
+  }
+  sum = block_reduce(sum, scratch, [](float a, float b) { return a + b; });  // its barriers publish `weight`
+
+  const int group = tid / kLanes;
+  const int lane = tid % kLanes;
+  const float* part = p.partial_o + i64(n) * D + lane * 4;
+  const i64 part_step = i64(total) * D;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = group; s0 < p.splits; s0 += kLoadsInFlight * kGroups) {
+    float4 x[kLoadsInFlight];
+#pragma unroll
+    for (int j = 0; j < kLoadsInFlight; ++j) {
+      const int s = min(s0 + j * kGroups, p.splits - 1);  // past the end: weight 0 below
+      x[j] = __ldcg(reinterpret_cast<const float4*>(part + s * part_step));
+    }
+#pragma unroll
+    for (int j = 0; j < kLoadsInFlight; ++j) {
+      const int s = s0 + j * kGroups;
+      const float w = s < p.splits ? weight[s] : 0.f;
+      acc.x = fmaf(w, x[j].x, acc.x);
+      acc.y = fmaf(w, x[j].y, acc.y);
+      acc.z = fmaf(w, x[j].z, acc.z);
+      acc.w = fmaf(w, x[j].w, acc.w);
+    }
+  }
+  if (group > 0) group_sum[group - 1][lane] = acc;
+  __syncthreads();
+  if (group != 0) return;
+#pragma unroll
+  for (int g = 1; g < kGroups; ++g) {
+    const float4 y = group_sum[g - 1][lane];
+    acc.x += y.x;
+    acc.y += y.y;
+    acc.z += y.z;
+    acc.w += y.w;
+  }
 
   const unsigned batch_head = p.rows_div.quotient(n);
   const int r = int(n - batch_head * unsigned(p.rows));
@@ -26,67 +113,12 @@ __global__ void __launch_bounds__(kDecodeCombineWarps * 32) attn_decode_combine(
   const int head_kv = int(batch_head) - batch * p.heads_kv;
   const int pos = int(p.group_div.quotient(unsigned(r)));
   const int head = head_kv * p.group + (r - pos * p.group);
-
-  // Each lane holds the log-sum-exps of splits lane, lane + 32, ...: loaded at
-  // once (plain loads, which the compiler may overlap), not one per step of
-  // the accumulation below.
-  constexpr int kMaxSplitsPerLane = (kMaxDecodeSplits + 31) / 32;
-  const float neg_inf = -__int_as_float(0x7f800000);
-  float lse2[kMaxSplitsPerLane];
-#pragma unroll
-  for (int i = 0; i < kMaxSplitsPerLane; ++i) {
-    const int s = lane + 32 * i;
-    lse2[i] = s < p.splits ? p.partial_lse2[i64(s) * total + n] : neg_inf;
-  }
-  float mx = neg_inf;
-#pragma unroll
-  for (int i = 0; i < kMaxSplitsPerLane; ++i) mx = fmaxf(mx, lse2[i]);
-#pragma unroll
-  for (int step = 16; step > 0; step /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, step));
-  const float safe = mx == neg_inf ? 0.f : mx;  // no part saw a key: every weight is 0
-  float sum = 0.f;
-#pragma unroll
-  for (int i = 0; i < kMaxSplitsPerLane; ++i) {
-    lse2[i] = ex2_approx(lse2[i] - safe);  // now the split's weight
-    sum += lse2[i];
-  }
-#pragma unroll
-  for (int step = 16; step > 0; step /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, step);
-
-  // The parts in split order, four at a time so that their loads overlap.
-  float acc[kPerLane];
-#pragma unroll
-  for (int i = 0; i < kPerLane; ++i) acc[i] = 0.f;
-  const float* part = p.partial_o + i64(n) * D + lane * kPerLane;
-  const i64 part_step = i64(total) * D;
-  for (int s0 = 0; s0 < p.splits; s0 += 4) {
-    float x[4][kPerLane], weight[4];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int s = min(s0 + j, p.splits - 1);  // past the end: weight 0 below
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) x[j][i] = part[s * part_step + i];
-      float w = 0.f;
-#pragma unroll
-      for (int i = 0; i < kMaxSplitsPerLane; ++i) {
-        const float wi = __shfl_sync(0xffffffffu, lse2[i], s % 32);
-        w = s / 32 == i ? wi : w;
-      }
-      weight[j] = s0 + j < p.splits ? w : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int i = 0; i < kPerLane; ++i) acc[i] = fmaf(weight[j], x[j][i], acc[i]);
-  }
   const float inv = rcp_approx_or_zero(sum);
   char* dst = static_cast<char*>(p.o) +
-              (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + lane * kPerLane) * 2;
-#pragma unroll
-  for (int i = 0; i < kPerLane; i += 2) {
-    const u32 packed = cvt_rn_x2<T>(acc[i] * inv, acc[i + 1] * inv);
-    asm volatile("st.global.b32 [%0], %1;\n" ::"l"(dst + i * 2), "r"(packed) : "memory");
-  }
+              (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + lane * 4) * 2;
+  const u32 lo = cvt_rn_x2<T>(acc.x * inv, acc.y * inv);
+  const u32 hi = cvt_rn_x2<T>(acc.z * inv, acc.w * inv);
+  asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
   if (p.lse != nullptr && lane == 0) {
     constexpr float kLn2 = 0.6931471805599453f;
     p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] =

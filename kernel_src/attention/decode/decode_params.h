@@ -47,8 +47,8 @@ struct DecodeParams {
 // registers, kMaxDecodeSplits / 32 per lane).
 constexpr int kMaxDecodeSplits = 256;
 
-// Warps per CTA of the combine pass, one per packed row.
-constexpr int kDecodeCombineWarps = 4;
+// Threads per CTA of the combine pass, one CTA per packed row.
+constexpr int kDecodeCombineThreads = 128;
 
 struct DecodeCombineParams {
   const float* partial_o;
