@@ -6,12 +6,19 @@
 
 namespace jit {
 
+/// How flush_l2 empties L2 (jit/l2_scrub.h says why there are two).
+enum class L2Flush {
+  overwrite,  ///< a 256 MiB memset, as triton.testing.do_bench: L2 is left dirty
+  read,       ///< a kernel reads 256 MiB: L2 is left clean
+};
+
 struct TimingOptions {
   int warmup = 2;           ///< untimed runs first
   int min_reps = 5;
   int max_reps = 50;
   double target_ms = 30;    ///< timed work to aim for, sizes the repetition count
-  bool flush_l2 = false;    ///< overwrite a 256 MiB buffer before every timed run
+  bool flush_l2 = false;    ///< scrub L2 before every timed run
+  L2Flush l2_flush = L2Flush::overwrite;
 };
 
 struct Timing {

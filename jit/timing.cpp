@@ -16,8 +16,10 @@ Event::~Event() {
 }
 Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
 
-CudaEventClock::CudaEventClock(Stream stream, bool flush_l2)
-    : stream_(reinterpret_cast<CUstream>(stream)), scrub_(flush_l2 ? std::size_t(256) << 20 : 0) {}
+CudaEventClock::CudaEventClock(Stream stream, bool flush_l2, L2Flush kind)
+    : stream_(reinterpret_cast<CUstream>(stream)) {
+  if (flush_l2) scrub_.emplace(kind);
+}
 
 void CudaEventClock::reserve(int count) {
   while (int(starts_.size()) < count) {
@@ -34,13 +36,13 @@ double CudaEventClock::elapsed_us(int pair) {
   return 1000.0 * ms;
 }
 void CudaEventClock::flush_l2() {
-  CUJIT_CU_CHECK(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(scrub_.data()), 0, scrub_.size(), stream_));
+  if (scrub_) scrub_->run(reinterpret_cast<Stream>(stream_));
 }
 
 }  // namespace detail
 
 Timing time_on_stream(const std::function<void()>& fn, Stream stream, const TimingOptions& options) {
-  detail::CudaEventClock clock(stream, options.flush_l2);
+  detail::CudaEventClock clock(stream, options.flush_l2, options.l2_flush);
   return autotune::time_runs(clock, fn, options);
 }
 

@@ -3,10 +3,12 @@
 #pragma once
 #include <cuda.h>
 
+#include <optional>
 #include <vector>
 
 #include "autotune/timing.h"
 #include "jit/kernel_family.h"
+#include "jit/l2_scrub.h"
 #include "jit/tensor.h"
 
 namespace jit::detail {
@@ -27,8 +29,8 @@ class Event {
 
 class CudaEventClock final : public autotune::EventClock {
  public:
-  // With flush_l2, owns the 256 MiB buffer flush_l2() overwrites.
-  CudaEventClock(Stream stream, bool flush_l2);
+  // With flush_l2, owns the scrub (its 256 MiB buffer) flush_l2() runs.
+  CudaEventClock(Stream stream, bool flush_l2, L2Flush kind = L2Flush::overwrite);
   void reserve(int count) override;
   void record_start(int pair) override;
   void record_stop(int pair) override;
@@ -38,7 +40,7 @@ class CudaEventClock final : public autotune::EventClock {
 
  private:
   CUstream stream_;
-  DeviceBuffer scrub_;
+  std::optional<L2Scrubber> scrub_;
   std::vector<Event> starts_, stops_;
 };
 

@@ -132,7 +132,4 @@ class TypedAttentionFamily : public TypedKernelFamily<AttnSpec, Config, Attentio
 AttnPlan load_plan(const AttentionFamily& family, const AttnProblem& problem, const Json& config,
                    const Target& target);
 
-// Kernel sources embedded at build time, shared by the attention families.
-const KernelSources& attention_sources(const std::string& entry);
-
 }  // namespace jit::detail

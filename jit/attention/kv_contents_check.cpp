@@ -8,10 +8,10 @@
 #include <cstdint>
 
 #include "jit/attention/first_bad_index.h"
-#include "jit/attention/fixed_kernel_family.h"
 #include "jit/attention/kv_validation.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/fixed_kernel_family.h"
 #include "jit/log.h"
 #include "kernel_src/attention/decode/decode_params.h"
 

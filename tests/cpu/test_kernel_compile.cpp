@@ -1,5 +1,6 @@
-// Every config of the shipped attention spaces that survives pruning
-// compiles with NVRTC for each supported arch, with zero spill bytes in the
+// Every config of the shipped attention spaces that survives pruning, and
+// the runtime's own kernel (the L2 scrub), compiles with NVRTC for each
+// supported arch, with zero spill bytes in the
 // ptxas report and, for wgmma kernels, without ptxas serializing the wgmma
 // (warnings C7512, C7515). No GPU needed.
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "autotune/prune.h"
 #include "jit/attention/families.h"
 #include "jit/kernel_family.h"
+#include "jit/l2_scrub.h"
 #include "jit/nvrtc_compiler.h"
 
 namespace {
@@ -64,6 +66,10 @@ std::vector<CompileCase> all_cases() {
         }
       }
     }
+  }
+  for (const char* arch : {"sm_90a", "sm_89", "sm_80"}) {
+    cases.push_back({&jit::detail::l2_scrub_family(), arch, jit::Json::object(), jit::Json::object(),
+                     arch + std::string("_l2_scrub")});
   }
   return cases;
 }

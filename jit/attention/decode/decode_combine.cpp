@@ -2,7 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "jit/attention/fixed_kernel_family.h"
+#include "jit/attention/attention_problem.h"
+#include "jit/fixed_kernel_family.h"
 #include "kernel_src/attention/decode/decode_params.h"
 
 namespace jit::detail {

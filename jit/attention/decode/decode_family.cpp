@@ -10,6 +10,7 @@
 
 #include "jit/attention/decode/decode_combine.h"
 #include "jit/error.h"
+#include "jit/kernel_sources.h"
 #include "jit/knobs.h"
 #include "kernel_src/attention/decode/decode_layout.h"
 #include "kernel_src/attention/decode/decode_params.h"
@@ -78,7 +79,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
  public:
   std::string name() const override { return "attn_decode"; }
 
-  const KernelSources& sources() const override { return attention_sources("attention/decode/attn_decode.cu"); }
+  const KernelSources& sources() const override { return embedded_sources("attention/decode/attn_decode.cu"); }
 
   AttnSpec spec_for(const AttnProblem& problem) const override {
     AttnSpec s = spec_of(problem);

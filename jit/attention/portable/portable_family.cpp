@@ -6,6 +6,7 @@
 
 #include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/error.h"
+#include "jit/kernel_sources.h"
 #include "kernel_src/attention/head_dims.h"
 
 namespace jit::detail {
@@ -58,7 +59,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   std::string name() const override { return "attn_fwd_portable"; }
 
   const KernelSources& sources() const override {
-    return attention_sources("attention/portable/attn_fwd_portable.cu");
+    return embedded_sources("attention/portable/attn_fwd_portable.cu");
   }
 
   std::vector<PortableConfig> typed_config_space(const AttnSpec&) const override {

@@ -11,6 +11,7 @@
 #include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/kernel_sources.h"
 #include "kernel_src/attention/head_dims.h"
 #include "kernel_src/attention/sm90/attn_params_sm90.h"
 #include "kernel_src/attention/sm90/smem_layout.h"
@@ -122,7 +123,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
  public:
   std::string name() const override { return "attn_fwd_sm90"; }
 
-  const KernelSources& sources() const override { return attention_sources("attention/sm90/attn_fwd_sm90.cu"); }
+  const KernelSources& sources() const override { return embedded_sources("attention/sm90/attn_fwd_sm90.cu"); }
 
   std::vector<Sm90Config> typed_config_space(const AttnSpec&) const override {
     std::vector<Sm90Config> space;

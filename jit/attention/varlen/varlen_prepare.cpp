@@ -7,9 +7,9 @@
 #include <cstddef>
 
 #include "jit/attention/first_bad_index.h"
-#include "jit/attention/fixed_kernel_family.h"
 #include "jit/driver.h"
 #include "jit/error.h"
+#include "jit/fixed_kernel_family.h"
 #include "jit/knobs.h"
 #include "jit/log.h"
 

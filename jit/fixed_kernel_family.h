@@ -6,7 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "jit/attention/attention_family.h"
+#include "jit/kernel_family.h"
+#include "jit/kernel_sources.h"
 
 namespace jit::detail {
 
@@ -21,7 +22,7 @@ class FixedKernelFamily final : public KernelFamily {
         expression_(std::move(expression)), index_params_(std::move(index_params)) {}
 
   std::string name() const override { return name_; }
-  const KernelSources& sources() const override { return attention_sources(entry_); }
+  const KernelSources& sources() const override { return embedded_sources(entry_); }
   std::vector<Json> config_space(const Json&) const override { return {Json::object()}; }
   std::optional<std::string> why_pruned(const Json&, const Json&, const Target&) const override {
     return std::nullopt;
