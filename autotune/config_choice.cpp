@@ -46,6 +46,7 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
     // One of kTimingRounds samples: a third of time_on_stream's usual budget.
     TimingOptions options;
     options.target_ms = 10;
+    options.flush_l2 = family.memory_bound();
     const double us = time_runs(*hooks.clock, run, options).median_us;
     log.debug_line("  {}: {:.1f} us", family.variant_name(spec, config), us);
     return us;

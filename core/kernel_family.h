@@ -83,6 +83,11 @@ class KernelFamily {
   /// find the index parameters (a 64-byte-aligned struct of TMA descriptors
   /// starts past the base on sm_90).
   virtual int params_alignment(const Json& /*spec*/, const Json& /*config*/) const { return 8; }
+  /// Its runs stream more than they compute (decode over a KV cache): the
+  /// tuner times them after scrubbing L2, as a model step finds its cache in
+  /// DRAM; timed back to back, a cache that fits in L2 would be served from
+  /// there and favour the configs that are best at that.
+  virtual bool memory_bound() const { return false; }
 };
 
 }  // namespace jit

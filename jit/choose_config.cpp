@@ -42,7 +42,8 @@ Json choose_config(const KernelFamily& family, const Json& spec, const Json& buc
     if (context.mode != autotune::Mode::off) context.cache_root = detail::cache_root_dir();
     context.cujit_version = detail::cujit_version();
     context.nvrtc_version = detail::nvrtc_version();
-    detail::CudaEventClock clock(stream, false);
+    detail::CudaEventClock clock(
+        stream, {L2Flush::read, family.memory_bound() ? detail::tuning_scrub_bytes() : 0, /*best_effort=*/true});
     autotune::ChoiceHooks hooks;
     hooks.compile = [&](const Json& config) { detail::obtain_binary(family, spec, config, device.target.arch); };
     hooks.runner = [&](const Json& config) -> std::function<void()> {

@@ -1,5 +1,7 @@
 #include "jit/l2_scrub.h"
 
+#include <algorithm>
+
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/fixed_kernel_family.h"
@@ -14,13 +16,19 @@ const KernelFamily& l2_scrub_family() {
   return family;
 }
 
-L2Scrubber::L2Scrubber(L2Flush kind) : kind_(kind), buffer_(kBytes) {
+L2Scrubber::L2Scrubber(L2Flush kind, std::size_t bytes) : kind_(kind), buffer_(bytes / 16 * 16) {
   CUJIT_CU_CHECK(driver().cuMemsetD8(reinterpret_cast<CUdeviceptr>(buffer_.data()), 0, buffer_.size()));
   if (kind_ != L2Flush::read) return;
   kernel_ = &get_kernel(l2_scrub_family(), Json::object(), Json::object());
   geometry_.grid = {unsigned(current_device().target.sm_count * cujit::kL2ScrubCtasPerSm), 1, 1};
   geometry_.block = {unsigned(cujit::kL2ScrubThreads), 1, 1};
   sink_ = DeviceBuffer(std::size_t(geometry_.grid.x) * cujit::kL2ScrubThreads / 32 * sizeof(unsigned));
+}
+
+std::size_t tuning_scrub_bytes() {
+  int l2 = 0;
+  CUJIT_CU_CHECK(driver().cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, current_device().device));
+  return std::max(std::size_t(2) * std::size_t(l2), std::size_t(64) << 20);
 }
 
 void L2Scrubber::run(Stream stream) const {

@@ -19,10 +19,11 @@ const KernelFamily& l2_scrub_family();
 
 class L2Scrubber {
  public:
-  static constexpr std::size_t kBytes = std::size_t(256) << 20;
+  // What jit::time_on_stream scrubs: more than any L2 so far.
+  static constexpr std::size_t kBenchmarkBytes = std::size_t(256) << 20;
 
-  // Allocates (and zero-fills) the buffer; a read scrub also loads its kernel.
-  explicit L2Scrubber(L2Flush kind);
+  // Allocates (and zero-fills) `bytes`; a read scrub also loads its kernel.
+  L2Scrubber(L2Flush kind, std::size_t bytes);
   void run(Stream stream) const;
 
  private:
@@ -32,5 +33,9 @@ class L2Scrubber {
   const Kernel* kernel_ = nullptr;
   LaunchGeometry geometry_;
 };
+
+// Twice the current device's L2 (at least 64 MiB): enough to push out what
+// a run read, small enough to borrow while a process tunes.
+std::size_t tuning_scrub_bytes();
 
 }  // namespace jit::detail

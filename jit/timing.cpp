@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "jit/driver.h"
+#include "jit/error.h"
+#include "jit/log.h"
 #include "jit/timing_clock.h"
 
 namespace jit {
@@ -16,10 +18,8 @@ Event::~Event() {
 }
 Event::Event(Event&& other) noexcept : event_(std::exchange(other.event_, nullptr)) {}
 
-CudaEventClock::CudaEventClock(Stream stream, bool flush_l2, L2Flush kind)
-    : stream_(reinterpret_cast<CUstream>(stream)) {
-  if (flush_l2) scrub_.emplace(kind);
-}
+CudaEventClock::CudaEventClock(Stream stream, ScrubSpec scrub)
+    : stream_(reinterpret_cast<CUstream>(stream)), scrub_spec_(scrub) {}
 
 void CudaEventClock::reserve(int count) {
   while (int(starts_.size()) < count) {
@@ -36,13 +36,23 @@ double CudaEventClock::elapsed_us(int pair) {
   return 1000.0 * ms;
 }
 void CudaEventClock::flush_l2() {
+  if (!scrub_ && !scrub_failed_) {
+    try {
+      scrub_.emplace(scrub_spec_.kind, scrub_spec_.bytes);
+    } catch (const Error& e) {
+      if (!scrub_spec_.best_effort) throw;
+      scrub_failed_ = true;
+      log_info("timing without an L2 scrub: its {} MiB buffer could not be had ({})", scrub_spec_.bytes >> 20,
+               e.what());
+    }
+  }
   if (scrub_) scrub_->run(reinterpret_cast<Stream>(stream_));
 }
 
 }  // namespace detail
 
 Timing time_on_stream(const std::function<void()>& fn, Stream stream, const TimingOptions& options) {
-  detail::CudaEventClock clock(stream, options.flush_l2, options.l2_flush);
+  detail::CudaEventClock clock(stream, {options.l2_flush, detail::L2Scrubber::kBenchmarkBytes, false});
   return autotune::time_runs(clock, fn, options);
 }
 

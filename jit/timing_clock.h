@@ -29,8 +29,16 @@ class Event {
 
 class CudaEventClock final : public autotune::EventClock {
  public:
-  // With flush_l2, owns the scrub (its 256 MiB buffer) flush_l2() runs.
-  CudaEventClock(Stream stream, bool flush_l2, L2Flush kind = L2Flush::overwrite);
+  // How flush_l2() scrubs, when a timing asks for it. The scrub's buffer is
+  // allocated on the first flush. With `best_effort`, a buffer that cannot
+  // be allocated leaves the runs unscrubbed (logged) instead of failing them:
+  // what the tuner wants inside a process that holds most of the GPU's memory.
+  struct ScrubSpec {
+    L2Flush kind = L2Flush::overwrite;
+    std::size_t bytes = L2Scrubber::kBenchmarkBytes;
+    bool best_effort = false;
+  };
+  CudaEventClock(Stream stream, ScrubSpec scrub);
   void reserve(int count) override;
   void record_start(int pair) override;
   void record_stop(int pair) override;
@@ -40,6 +48,8 @@ class CudaEventClock final : public autotune::EventClock {
 
  private:
   CUstream stream_;
+  ScrubSpec scrub_spec_;
+  bool scrub_failed_ = false;
   std::optional<L2Scrubber> scrub_;
   std::vector<Event> starts_, stops_;
 };

@@ -81,6 +81,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   const KernelSources& sources() const override { return embedded_sources("attention/decode/attn_decode.cu"); }
 
+  bool memory_bound() const override { return true; }
+
   AttnSpec spec_for(const AttnProblem& problem) const override {
     AttnSpec s = spec_of(problem);
     s.paged = problem.page_size > 0;

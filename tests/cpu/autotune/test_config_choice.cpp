@@ -20,7 +20,8 @@ using jit::autotune::Mode;
 // Configs {"id": 0..5}; id 5 never fits; the default is id 1.
 class FakeFamily final : public jit::KernelFamily {
  public:
-  explicit FakeFamily(std::string name) : name_(std::move(name)) {}
+  explicit FakeFamily(std::string name, bool memory_bound = false)
+      : name_(std::move(name)), memory_bound_(memory_bound) {}
   std::string name() const override { return name_; }
   const jit::KernelSources& sources() const override { return sources_; }
   std::vector<Json> config_space(const Json&) const override {
@@ -37,9 +38,11 @@ class FakeFamily final : public jit::KernelFamily {
     return name_ + "_" + std::to_string(config.at("id").get<int>());
   }
   std::string name_expression(const Json&, const Json&) const override { return "k"; }
+  bool memory_bound() const override { return memory_bound_; }
 
  private:
   std::string name_;
+  bool memory_bound_;
   jit::KernelSources sources_;
 };
 
@@ -52,7 +55,8 @@ class UnitClock final : public jit::autotune::EventClock {
   void record_stop(int) override {}
   void wait(int) override {}
   double elapsed_us(int) override { return next_us; }
-  void flush_l2() override {}
+  void flush_l2() override { ++flushes; }
+  int flushes = 0;
 };
 
 class ConfigChoice : public cujit_test::TempDirTest {
@@ -113,6 +117,20 @@ TEST_F(ConfigChoice, OffUsesTheDefaultWithoutCompilingOrTiming) {
   EXPECT_TRUE(compiled.empty());
   EXPECT_TRUE(timed.empty());
   EXPECT_TRUE(logged("CUJIT_AUTOTUNE=off: default config off_family_1"));
+}
+
+TEST_F(ConfigChoice, ScrubsL2BeforeEachTimedRunOnlyForMemoryBoundFamilies) {
+  const FakeFamily compute("compute_family");
+  EXPECT_EQ(choose(compute, Mode::full), (Json{{"id", 3}}));
+  EXPECT_EQ(clock.flushes, 0);
+  const FakeFamily streaming("streaming_family", /*memory_bound=*/true);
+  EXPECT_EQ(choose(streaming, Mode::full), (Json{{"id", 3}}));
+  int timed_runs = 0;
+  for (const auto& [id, runs] : timed) timed_runs += runs;
+  // Warm-up runs are not scrubbed; every timed run (a probe and its
+  // repetitions per round) is: at least one per candidate and round.
+  EXPECT_GE(clock.flushes, 5 * 3);
+  EXPECT_LT(clock.flushes, timed_runs);
 }
 
 TEST_F(ConfigChoice, FullTimesEveryKeptConfigStoresTheRecordAndMemoizes) {
