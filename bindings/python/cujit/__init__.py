@@ -5,17 +5,25 @@
 
 The calls are PyTorch operators (torch.ops.cujit.*: torch.compile, export,
 CUDA graphs, inference mode; cujit.ops says more). `import cujit` needs no
-torch: the library loading, abi_version() and CujitError work without it,
-and the torch calls import torch when first used.
+torch: without it the library loading, abi_version() and CujitError work,
+and using a torch call says that torch is missing.
 """
+import importlib.util
+
 from ._library import CujitError, library_path
 
 __version__ = "0.1.0"  # project(cujit VERSION) in CMakeLists.txt; tests/cpu/test_python_package.py checks it
 __all__ = ["attention", "plan", "attention_varlen", "attention_with_kvcache", "KvPlan", "CujitError",
            "abi_version", "library_path", "__version__"]
 
-_TORCH_CALLS = {"attention": "ops", "plan": "ops", "attention_varlen": "ops", "attention_with_kvcache": "ops",
-                "KvPlan": "kv_plan"}
+if importlib.util.find_spec("torch") is not None:
+    # Imported here rather than on first use: torch.compile then sees plain
+    # module attributes.
+    from .kv_plan import KvPlan
+    from .ops import attention, attention_varlen, attention_with_kvcache, plan
+    _HAS_TORCH = True
+else:
+    _HAS_TORCH = False
 
 
 def abi_version():
@@ -25,15 +33,8 @@ def abi_version():
 
 
 def __getattr__(name):
-    """The torch calls, imported on first use so that `import cujit` works without torch."""
-    if name not in _TORCH_CALLS:
-        raise AttributeError(f"module 'cujit' has no attribute {name!r}")
-    try:
-        import torch  # noqa: F401
-    except ImportError as e:
-        raise ImportError(f"cujit.{name} works on PyTorch tensors, and torch is not installed ({e}); "
-                          "install PyTorch to use it") from e
-    import importlib
-    value = getattr(importlib.import_module(f"{__name__}.{_TORCH_CALLS[name]}"), name)
-    globals()[name] = value
-    return value
+    """Without torch, the torch calls are missing: say why."""
+    if name in __all__ and not _HAS_TORCH:
+        raise ImportError(f"cujit.{name} works on PyTorch tensors, and torch is not installed: install PyTorch "
+                          "to use it")
+    raise AttributeError(f"module 'cujit' has no attribute {name!r}")

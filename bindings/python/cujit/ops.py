@@ -128,14 +128,14 @@ def _(q, k, v, causal, bottom_right, scale, return_lse):
     return _like_q(q), _lse(q, _dense_lse_shape(q), return_lse)
 
 
-@torch.library.custom_op("cujit::attention_out", mutates_args=("out", "lse"))
-def _attention_out_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor], causal: bool,
+@torch.library.custom_op("cujit::attention_out", mutates_args=("output", "lse"))
+def _attention_out_op(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optional[Tensor], causal: bool,
                       bottom_right: bool, scale: Optional[float]) -> None:
-    _dense("cujit_attention", q, k, v, out, causal, bottom_right, scale, lse)
+    _dense("cujit_attention", q, k, v, output, causal, bottom_right, scale, lse)
 
 
 @_attention_out_op.register_fake
-def _(q, k, v, out, lse, causal, bottom_right, scale):
+def _(q, k, v, output, lse, causal, bottom_right, scale):
     return None
 
 
@@ -154,15 +154,15 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, b
     return _like_q(q), _lse(q, _varlen_lse_shape(q), return_lse)
 
 
-@torch.library.custom_op("cujit::attention_varlen_out", mutates_args=("out", "lse"))
-def _varlen_out_op(q: Tensor, k: Tensor, v: Tensor, out: Tensor, lse: Optional[Tensor], cu_seqlens_q: Tensor,
+@torch.library.custom_op("cujit::attention_varlen_out", mutates_args=("output", "lse"))
+def _varlen_out_op(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optional[Tensor], cu_seqlens_q: Tensor,
                    cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool, bottom_right: bool,
                    scale: Optional[float]) -> None:
-    _varlen(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale)
+    _varlen(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale)
 
 
 @_varlen_out_op.register_fake
-def _(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale):
+def _(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale):
     return None
 
 
@@ -180,29 +180,29 @@ def _(q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, num_splits
     return _like_q(q), _lse(q, _kv_lse_shape(q), return_lse)
 
 
-@torch.library.custom_op("cujit::attention_with_kvcache_out", mutates_args=("out", "lse"))
-def _kvcache_out_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, out: Tensor, lse: Optional[Tensor],
+@torch.library.custom_op("cujit::attention_with_kvcache_out", mutates_args=("output", "lse"))
+def _kvcache_out_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
                     cache_seqlens: Optional[Tensor], block_table: Optional[Tensor], causal: bool,
                     scale: Optional[float], num_splits: int) -> None:
-    _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, causal, scale, num_splits)
+    _kvcache(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, causal, scale, num_splits)
 
 
 @_kvcache_out_op.register_fake
-def _(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, causal, scale, num_splits):
+def _(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, causal, scale, num_splits):
     return None
 
 
 # plan: the address of a cujit_kv_plan (KvPlan keeps it alive); workspace is
 # scratch the run writes.
-@torch.library.custom_op("cujit::kv_plan_run", mutates_args=("out", "lse", "workspace"))
-def _kv_plan_run_op(plan: int, q: Tensor, k_cache: Tensor, v_cache: Tensor, out: Tensor, lse: Optional[Tensor],
+@torch.library.custom_op("cujit::kv_plan_run", mutates_args=("output", "lse", "workspace"))
+def _kv_plan_run_op(plan: int, q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
                     cache_seqlens: Optional[Tensor], block_table: Optional[Tensor],
                     workspace: Optional[Tensor]) -> None:
-    _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table, workspace)
+    _kv_plan_run(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, workspace)
 
 
 @_kv_plan_run_op.register_fake
-def _(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table, workspace):
+def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, workspace):
     return None
 
 
