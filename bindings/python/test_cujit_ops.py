@@ -227,7 +227,7 @@ class OpCheck(unittest.TestCase):
                      max_q, max_k, False, False, None)
 
     def test_attention_with_kvcache(self):
-        q, k, v, lens, table = paged_case(sq=2)
+        q, k, v, lens, table = paged_case(sq=2, lengths=(2, 17, 300))  # each sequence holds its new rows
         self.opcheck(torch.ops.cujit.attention_with_kvcache.default, q, k, v, lens, table, True, None, 0, True)
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
         self.opcheck(torch.ops.cujit.attention_with_kvcache_out.default, q, k, v, torch.empty_like(q), lse, lens,
