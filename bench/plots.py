@@ -168,7 +168,7 @@ def first_call_groups(path):
 
 
 def plot_first_call(labels, groups, path):
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels) + 3), 4.8))
+    fig, ax = plt.subplots(figsize=(min(16, max(6, 0.6 * len(labels) + 3)), 4.8))
     width = 0.8 / len(groups)
     for i, (name, values) in enumerate(groups.items()):
         xs = [j + (i - (len(groups) - 1) / 2) * width for j in range(len(labels))]
