@@ -68,7 +68,8 @@ def main():
     with tempfile.TemporaryDirectory() as target:
         env = dict(os.environ, CUJIT_BUILD_DIR=build)
         subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-deps", "--no-index",
-                        "--no-cache-dir", "--disable-pip-version-check", "--root-user-action=ignore", "--target", target, source],
+                        "--no-cache-dir", "--disable-pip-version-check", "--root-user-action=ignore", "--target", target,
+                        source],
                        env=env, check=True, stdout=subprocess.DEVNULL)
         bundled = os.path.join(target, "cujit", "libcujit_c.so")
         got = probe(python, target)

@@ -26,9 +26,8 @@ class CujitError(RuntimeError):
 def candidates():
     """Where the library is looked for, in order."""
     here = os.path.dirname(os.path.abspath(__file__))
-    return [p for p in (os.environ.get("CUJIT_C_LIBRARY"),
-                        os.path.join(here, "libcujit_c.so"),
-                        os.path.normpath(os.path.join(here, "..", "..", "..", "build", "bindings", "c", "libcujit_c.so")),
+    build_tree = os.path.normpath(os.path.join(here, "..", "..", "..", "build", "bindings", "c", "libcujit_c.so"))
+    return [p for p in (os.environ.get("CUJIT_C_LIBRARY"), os.path.join(here, "libcujit_c.so"), build_tree,
                         "libcujit_c.so") if p]
 
 
