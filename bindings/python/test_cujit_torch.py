@@ -27,8 +27,9 @@ except ImportError:
     torch = None
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cujit  # noqa: E402  (the package here, or the installed one; no torch needed)
 if torch is not None:
-    import cujit_torch  # noqa: E402
+    import cujit_torch  # noqa: E402  (the first name of the package, kept as an alias)
 
 
 def skip_reason():
@@ -217,8 +218,8 @@ class VarlenBinding(unittest.TestCase):
 
     def test_struct_matches_the_c_header(self):
         # The size and offset bindings/c/cujit_c_varlen.cpp asserts.
-        self.assertEqual(ctypes.sizeof(cujit_torch._VarlenBatch), 40)
-        self.assertEqual(cujit_torch._VarlenBatch.batch.offset, 16)
+        self.assertEqual(ctypes.sizeof(cujit._structs.VarlenBatch), 40)
+        self.assertEqual(cujit._structs.VarlenBatch.batch.offset, 16)
 
     def test_errors_name_the_argument(self):
         q = torch.randn(300, 8, 64, device="cuda", dtype=torch.float16)
@@ -420,11 +421,12 @@ class KvCacheBinding(unittest.TestCase):
 
     def test_structs_match_the_c_header(self):
         # The sizes bindings/c/cujit_c_serving.cpp asserts for the C structs.
-        sizes = {cujit_torch._Tensor: 80, cujit_torch._KvCache: 192, cujit_torch._KvShape: 72,
-                 cujit_torch._KvOptions: 12, cujit_torch._KvRunOptions: 24}
+        structs = cujit._structs
+        sizes = {structs.Tensor: 80, structs.KvCache: 192, structs.KvShape: 72, structs.KvOptions: 12,
+                 structs.KvRunOptions: 24}
         for struct, size in sizes.items():
             self.assertEqual(ctypes.sizeof(struct), size, struct.__name__)
-        self.assertEqual(cujit_torch._KvShape.seq_q.offset, 40)
+        self.assertEqual(cujit._structs.KvShape.seq_q.offset, 40)
 
     def test_errors_name_the_argument(self):
         q, k, v, lens, table = kv_case(page_size=16)

@@ -1,0 +1,292 @@
+"""cujit's calls as PyTorch operators (torch.library.custom_op, namespace
+cujit), and the functions that call them.
+
+    out = cujit.attention(q, k, v, causal=True)                 # torch.ops.cujit.attention
+    out = cujit.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table)
+    out = cujit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=True)
+
+To torch.compile (fullgraph=True too) and torch.export each operator is one
+opaque node whose fake implementation gives the outputs' shapes and dtypes;
+the real one enqueues the C call on PyTorch's current stream, so it can be
+captured by torch.cuda.graph once its shape class is tuned (run it once
+before capturing). The functional operators (attention,
+attention_with_kvcache, attention_varlen) return (out, lse), lse empty
+unless asked for; with out= the *_out operators write the given tensors
+(declared as mutated). KvPlan.run is cujit::kv_plan_run.
+
+There is no backward yet: a call with an input that requires grad while
+grad mode is on fails at once with CujitError (UNSUPPORTED); call under
+torch.no_grad() or torch.inference_mode(), or pass detached tensors. A
+backward would be added with torch.library.register_autograd on the
+functional operators, which already return the LSE it needs.
+"""
+import ctypes
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _structs, _views
+from ._library import CujitError, check, library
+
+__all__ = ["attention", "plan", "attention_varlen", "attention_with_kvcache"]
+
+
+def refuse_grad(call, *tensors):
+    """No backward exists: say so at the call, not at backward()."""
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise CujitError(_structs.UNSUPPORTED,
+                         f"cujit.{call}: an input requires grad, and cujit has no backward pass yet. Call it under "
+                         "torch.no_grad() or torch.inference_mode() (or pass tensors without requires_grad, e.g. "
+                         "x.detach()) to run it for inference.")
+
+
+# Output allocation, shared by the real and the fake implementations so their
+# shapes, dtypes and strides agree: out is a contiguous tensor shaped like q;
+# lse is float32 (empty when not asked for).
+
+def _like_q(q):
+    return q.new_empty(q.shape)
+
+
+def _lse(q, shape, wanted):
+    return q.new_empty(shape if wanted else (0,), dtype=torch.float32)
+
+
+def _dense_lse_shape(q):
+    return tuple(q.shape[:3])  # [B, Hq, Sq] of q [B, Hq, Sq, D]
+
+
+def _kv_lse_shape(q):
+    return (q.shape[0], q.shape[2], q.shape[1])  # [B, Hq, Sq] of q [B, Sq, Hq, D]
+
+
+def _varlen_lse_shape(q):
+    return (q.shape[1], q.shape[0])  # [Hq, total_q] of q [total_q, Hq, D]
+
+
+def _or_none(lse):
+    return lse if lse is not None and lse.numel() > 0 else None
+
+
+# The C calls.
+
+def _dense(fn, q, k, v, out, causal, bottom_right, scale, lse, *extra):
+    device = _views.cuda_q(q)
+    views = [_views.tensor(n, t) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
+    options = _views.options(q, causal, bottom_right, scale, lse)
+    lib = library()
+    with torch.cuda.device(device):  # cujit runs on the calling thread's current context
+        status = getattr(lib, fn)(*[ctypes.byref(x) for x in views], ctypes.byref(options), *extra)
+    check(status)
+
+
+def _varlen(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale):
+    device = _views.cuda_q(q)
+    batch = _views.varlen_batch(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    views = [_views.packed(n, t, device) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
+    options = _views.options(q, causal, bottom_right, scale, lse)
+    lib = library()
+    with torch.cuda.device(device):
+        check(lib.cujit_attention_varlen(*[ctypes.byref(x) for x in views], ctypes.byref(batch),
+                                         ctypes.byref(options)))
+
+
+def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, causal, scale, num_splits):
+    q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out)
+    options = _views.kv_options(causal, scale, num_splits)
+    run = _views.run_options(q, lse, None)
+    lib = library()
+    with torch.cuda.device(q.device):
+        check(lib.cujit_attention_with_kvcache(ctypes.byref(q_view), ctypes.byref(cache), ctypes.byref(out_view),
+                                               ctypes.byref(options), ctypes.byref(run)))
+
+
+def _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table, workspace):
+    q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out)
+    run = _views.run_options(q, lse, None if workspace is None else workspace.data_ptr())
+    lib = library()
+    with torch.cuda.device(q.device):
+        check(lib.cujit_kv_plan_run(ctypes.c_void_p(plan), ctypes.byref(q_view), ctypes.byref(cache),
+                                    ctypes.byref(out_view), ctypes.byref(run)))
+
+
+# The operators. No device_types: one implementation for every device, so a
+# CPU tensor reaches the checks above and gets cujit's message rather than
+# the dispatcher's "no kernel for CPU".
+
+@torch.library.custom_op("cujit::attention", mutates_args=())
+def _attention_op(q: Tensor, k: Tensor, v: Tensor, causal: bool, bottom_right: bool, scale: Optional[float],
+                  return_lse: bool) -> Tuple[Tensor, Tensor]:
+    out, lse = _like_q(q), _lse(q, _dense_lse_shape(q), return_lse)
+    _dense("cujit_attention", q, k, v, out, causal, bottom_right, scale, _or_none(lse))
+    return out, lse
+
+
+@_attention_op.register_fake
+def _(q, k, v, causal, bottom_right, scale, return_lse):
+    return _like_q(q), _lse(q, _dense_lse_shape(q), return_lse)
+
+
+@torch.library.custom_op("cujit::attention_out", mutates_args=("output", "lse"))
+def _attention_out_op(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optional[Tensor], causal: bool,
+                      bottom_right: bool, scale: Optional[float]) -> None:
+    _dense("cujit_attention", q, k, v, output, causal, bottom_right, scale, lse)
+
+
+@_attention_out_op.register_fake
+def _(q, k, v, output, lse, causal, bottom_right, scale):
+    return None
+
+
+@torch.library.custom_op("cujit::attention_varlen", mutates_args=())
+def _varlen_op(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
+               max_seqlen_k: int, causal: bool, bottom_right: bool, scale: Optional[float],
+               return_lse: bool) -> Tuple[Tensor, Tensor]:
+    out, lse = _like_q(q), _lse(q, _varlen_lse_shape(q), return_lse)
+    _varlen(q, k, v, out, _or_none(lse), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
+            bottom_right, scale)
+    return out, lse
+
+
+@_varlen_op.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale, return_lse):
+    return _like_q(q), _lse(q, _varlen_lse_shape(q), return_lse)
+
+
+@torch.library.custom_op("cujit::attention_varlen_out", mutates_args=("output", "lse"))
+def _varlen_out_op(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optional[Tensor], cu_seqlens_q: Tensor,
+                   cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool, bottom_right: bool,
+                   scale: Optional[float]) -> None:
+    _varlen(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale)
+
+
+@_varlen_out_op.register_fake
+def _(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale):
+    return None
+
+
+@torch.library.custom_op("cujit::attention_with_kvcache", mutates_args=())
+def _kvcache_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor],
+                block_table: Optional[Tensor], causal: bool, scale: Optional[float], num_splits: int,
+                return_lse: bool) -> Tuple[Tensor, Tensor]:
+    out, lse = _like_q(q), _lse(q, _kv_lse_shape(q), return_lse)
+    _kvcache(q, k_cache, v_cache, out, _or_none(lse), cache_seqlens, block_table, causal, scale, num_splits)
+    return out, lse
+
+
+@_kvcache_op.register_fake
+def _(q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, num_splits, return_lse):
+    return _like_q(q), _lse(q, _kv_lse_shape(q), return_lse)
+
+
+@torch.library.custom_op("cujit::attention_with_kvcache_out", mutates_args=("output", "lse"))
+def _kvcache_out_op(q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
+                    cache_seqlens: Optional[Tensor], block_table: Optional[Tensor], causal: bool,
+                    scale: Optional[float], num_splits: int) -> None:
+    _kvcache(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, causal, scale, num_splits)
+
+
+@_kvcache_out_op.register_fake
+def _(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, causal, scale, num_splits):
+    return None
+
+
+# plan: the address of a cujit_kv_plan (KvPlan keeps it alive); workspace is
+# scratch the run writes.
+@torch.library.custom_op("cujit::kv_plan_run", mutates_args=("output", "lse", "workspace"))
+def _kv_plan_run_op(plan: int, q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
+                    cache_seqlens: Optional[Tensor], block_table: Optional[Tensor],
+                    workspace: Optional[Tensor]) -> None:
+    _kv_plan_run(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, workspace)
+
+
+@_kv_plan_run_op.register_fake
+def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, workspace):
+    return None
+
+
+# The calls.
+
+def attention(q, k, v, *, causal=False, bottom_right=False, scale=None, out=None, return_lse=False):
+    """softmax(scale * q k^T [+ causal mask]) v; returns out, or (out, lse) with return_lse.
+
+    q: [B, Hq, Sq, D], k and v: [B, Hkv, Sk, D], float16 or bfloat16 CUDA
+    tensors with any strides whose last dimension is contiguous (so
+    q.transpose(1, 2) of a [B, S, H, D] tensor works without a copy); Hq a
+    multiple of Hkv. bottom_right aligns the causal diagonal with the last
+    key (FlashAttention) rather than the first (PyTorch's is_causal). scale
+    defaults to 1/sqrt(D). lse is float32 [B, Hq, Sq], the natural-log sum
+    of exp per query row. Enqueued on the current stream; the first call
+    for a new shape class compiles and tunes (CUJIT_* knobs apply).
+    """
+    refuse_grad("attention", q, k, v)
+    if out is None:
+        out, lse = torch.ops.cujit.attention(q, k, v, causal, bottom_right, scale, return_lse)
+    else:
+        lse = q.new_empty(_dense_lse_shape(q), dtype=torch.float32) if return_lse else None
+        torch.ops.cujit.attention_out(q, k, v, out, lse, causal, bottom_right, scale)
+    return (out, lse) if return_lse else out
+
+
+def plan(q, k, v, *, causal=False, bottom_right=False, scale=None):
+    """The "family/variant" attention() would launch for these arguments (tuning it if needed)."""
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    buffer = ctypes.create_string_buffer(256)
+    _dense("cujit_plan", q, k, v, out, causal, bottom_right, scale, None, buffer, ctypes.sizeof(buffer))
+    return buffer.value.decode()
+
+
+def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, causal=True, scale=None,
+                           num_splits=0, out=None, return_lse=False):
+    """Attention of q's new rows over a KV cache; returns out, or (out, lse) with return_lse.
+
+    q: [B, Sq, Hq, D] float16/bfloat16. k_cache, v_cache: [B, S_cap, Hkv, D],
+    or with block_table (int32 [B, max_pages], page ids in order) page pools
+    [num_pages, page_size, Hkv, D]; any strides with a contiguous last
+    dimension. cache_seqlens: int32 [B], the keys of each sequence with its
+    new rows already appended (None: every sequence has S_cap or
+    max_pages * page_size keys). causal: query row i of a sequence with L keys
+    sees keys j <= i + L - Sq (bottom-right); scale defaults to 1/sqrt(D);
+    num_splits: 0 lets cujit choose, 1 makes results batch-invariant. out:
+    [B, Sq, Hq, D]; lse: float32 [B, Hq, Sq]. The first call per shape plans
+    (and tunes); later calls reuse the plan. Enqueued on the current stream.
+    """
+    refuse_grad("attention_with_kvcache", q, k_cache, v_cache)
+    if out is None:
+        out, lse = torch.ops.cujit.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table, causal,
+                                                          scale, num_splits, return_lse)
+    else:
+        lse = q.new_empty(_kv_lse_shape(q), dtype=torch.float32) if return_lse else None
+        torch.ops.cujit.attention_with_kvcache_out(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, causal,
+                                                   scale, num_splits)
+    return (out, lse) if return_lse else out
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
+                     bottom_right=False, scale=None, out=None, return_lse=False):
+    """Attention within each sequence of a ragged batch; returns out, or (out, lse) with return_lse.
+
+    q: [total_q, Hq, D], k and v: [total_k, Hkv, D], float16/bfloat16 CUDA
+    tensors with any strides whose last dimension is contiguous. Sequence b
+    has query rows cu_seqlens_q[b]:cu_seqlens_q[b + 1] and keys
+    cu_seqlens_k[b]:cu_seqlens_k[b + 1]: int32 [batch + 1] CUDA tensors,
+    non-decreasing from 0. max_seqlen_q, max_seqlen_k: the longest
+    sequence's rows and keys, as host ints (not read back from the device).
+    causal masks within each sequence; bottom_right aligns its diagonal with
+    the sequence's last key (FlashAttention) rather than its first (PyTorch's
+    is_causal). scale defaults to 1/sqrt(D). out: [total_q, Hq, D]; lse:
+    float32 [Hq, total_q]. Rows outside every sequence are not written (of an
+    allocated out or lse they hold whatever torch.empty gave). Enqueued on the
+    current stream; CUJIT_CHECK=1 checks the prefix sums on the device first.
+    """
+    refuse_grad("attention_varlen", q, k, v)
+    max_seqlen_q, max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
+    if out is None:
+        out, lse = torch.ops.cujit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                                    max_seqlen_k, causal, bottom_right, scale, return_lse)
+    else:
+        lse = q.new_empty(_varlen_lse_shape(q), dtype=torch.float32) if return_lse else None
+        torch.ops.cujit.attention_varlen_out(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                             max_seqlen_k, causal, bottom_right, scale)
+    return (out, lse) if return_lse else out

@@ -1,0 +1,270 @@
+"""cujit's PyTorch operators on a GPU (bindings/python/cujit/ops.py): a
+model block (linear -> cujit attention -> linear) compiled with
+torch.compile(fullgraph=True), replayed under torch.cuda.graph, exported
+with torch.export, run under inference mode, each against the same block
+with float64 SDPA (math); the KV-cache, ragged and out= calls compiled;
+torch.library.opcheck on every operator; a call with an input that requires
+grad refused at once.
+
+    python3 bindings/python/test_cujit_ops.py   (needs a GPU, torch >= 2.4, and a build or the installed package)
+
+Without torch or a GPU it exits 77 (ctest's skip code) after saying why.
+"""
+import os
+import sys
+import unittest
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:
+    torch = None
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cujit  # noqa: E402
+
+
+def skip_reason():
+    if torch is None:
+        return "torch is not installed"
+    if not hasattr(torch.library, "custom_op"):
+        return f"torch {torch.__version__} has no torch.library.custom_op (2.4 or later needed)"
+    if not torch.cuda.is_available():
+        return "no CUDA GPU visible to torch"
+    return None
+
+
+SKIP = skip_reason()
+requires_gpu = unittest.skipIf(SKIP is not None, SKIP or "")
+TOLERANCE = dict(atol=2e-2, rtol=2e-2)  # opcheck: runs of one op may differ by a config's rounding
+
+
+def rel_error(got, want):
+    return ((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30)).item()
+
+
+if torch is not None:
+    class Block(torch.nn.Module):
+        """x [B, S, E] -> qkv projection -> causal attention over H heads of D -> output projection."""
+
+        def __init__(self, heads, head_dim, use_cujit=True):
+            super().__init__()
+            embed = heads * head_dim
+            self.heads, self.head_dim, self.use_cujit = heads, head_dim, use_cujit
+            self.qkv = torch.nn.Linear(embed, 3 * embed)
+            self.proj = torch.nn.Linear(embed, embed)
+
+        def forward(self, x):
+            b, s, e = x.shape
+            qkv = self.qkv(x).view(b, s, 3, self.heads, self.head_dim)
+            q, k, v = [qkv[:, :, i].transpose(1, 2) for i in range(3)]  # [B, H, S, D] views, no copies
+            if self.use_cujit:
+                o = cujit.attention(q, k, v, causal=True)
+            else:
+                with sdpa_kernel(SDPBackend.MATH):
+                    o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.proj(o.transpose(1, 2).reshape(b, s, e))
+
+
+def make_block(heads=4, head_dim=64, dtype=None):
+    torch.manual_seed(0)
+    block = Block(heads, head_dim).cuda().to(dtype or torch.float16).eval().requires_grad_(False)
+    return block
+
+
+def reference(block, x):
+    """The same block in float64, attention by SDPA's math backend."""
+    ref = Block(block.heads, block.head_dim, use_cujit=False).cuda().double().eval().requires_grad_(False)
+    ref.load_state_dict({k: v.double() for k, v in block.state_dict().items()})
+    return ref(x.double())
+
+
+def fresh_compile(fn):
+    torch._dynamo.reset()
+    return torch.compile(fn, fullgraph=True)
+
+
+@requires_gpu
+class CompiledBlock(unittest.TestCase):
+    def setUp(self):
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def test_fullgraph_compile_matches_float64_sdpa(self):
+        for dtype in (torch.float16, torch.bfloat16):
+            with self.subTest(dtype=dtype):
+                block = make_block(dtype=dtype)
+                x = torch.randn(2, 200, 256, device="cuda", dtype=dtype)
+                compiled = fresh_compile(block)
+                got = compiled(x)
+                self.assertEqual(got.shape, x.shape)
+                self.assertEqual(got.dtype, dtype)
+                bound = 2e-2 if dtype == torch.float16 else 5e-2  # bf16 keeps 8 bits of mantissa
+                self.assertLess(rel_error(got, reference(block, x)), bound)
+                self.assertLess(rel_error(got, block(x)), bound / 2)  # eager: the same op
+
+    def test_compiled_block_replays_in_a_cuda_graph(self):
+        block = make_block()
+        compiled = fresh_compile(block)
+        static_x = torch.randn(2, 256, 256, device="cuda", dtype=torch.float16)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the capture: compiles, tunes, loads
+            for _ in range(3):
+                compiled(static_x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_y = compiled(static_x)
+        for _ in range(2):  # new inputs in the captured buffer: the replay computes on them
+            static_x.copy_(torch.randn_like(static_x))
+            graph.replay()
+            torch.cuda.synchronize()
+            self.assertLess(rel_error(static_y, reference(block, static_x)), 2e-2)
+
+    def test_inference_mode_eager_and_compiled(self):
+        block = make_block()
+        x = torch.randn(1, 130, 256, device="cuda", dtype=torch.float16)
+        want = reference(block, x)
+        with torch.inference_mode():
+            eager = block(x)
+            compiled = fresh_compile(block)(x)
+        self.assertLess(rel_error(eager, want), 2e-2)
+        self.assertLess(rel_error(compiled, want), 2e-2)
+
+    def test_export_holds_the_operator_and_runs(self):
+        block = make_block()
+        x = torch.randn(2, 128, 256, device="cuda", dtype=torch.float16)
+        exported = torch.export.export(block, (x,))
+        targets = [str(n.target) for n in exported.graph.nodes if n.op == "call_function"]
+        self.assertTrue(any("cujit.attention" in t for t in targets), targets)
+        got = exported.module()(x)
+        self.assertLess(rel_error(got, reference(block, x)), 2e-2)
+
+
+def paged_case(batch=3, sq=1, hq=8, hkv=2, d=128, lengths=(1, 17, 300), page_size=16, capacity=320):
+    q = torch.randn(batch, sq, hq, d, device="cuda", dtype=torch.float16)
+    lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    max_pages = (capacity + page_size - 1) // page_size
+    num_pages = batch * max_pages + 3
+    k, v = (torch.randn(num_pages, page_size, hkv, d, device="cuda", dtype=torch.float16) for _ in range(2))
+    table = torch.randperm(num_pages, device="cuda")[:batch * max_pages].to(torch.int32).reshape(batch, max_pages)
+    return q, k, v, lens, table
+
+
+def ragged_case(q_lens=(5, 70, 33), k_lens=(9, 70, 100), hq=8, hkv=2, d=64):
+    """Packed q, k, v whose sequences cover every row (so every output row is written)."""
+    q = torch.randn(sum(q_lens), hq, d, device="cuda", dtype=torch.float16)
+    k, v = (torch.randn(sum(k_lens), hkv, d, device="cuda", dtype=torch.float16) for _ in range(2))
+
+    def sums(lengths):
+        return torch.tensor([0] + [sum(lengths[:i + 1]) for i in range(len(lengths))], dtype=torch.int32,
+                            device="cuda")
+    return q, k, v, sums(q_lens), sums(k_lens), max(q_lens), max(k_lens)
+
+
+@requires_gpu
+class CompiledCalls(unittest.TestCase):
+    """The serving calls and out= under torch.compile(fullgraph=True), against eager."""
+
+    def test_kvcache_varlen_and_out(self):
+        q, k, v, lens, table = paged_case()
+        rq, rk, rv, cu_q, cu_k, max_q, max_k = ragged_case()
+        dq, dk, dv = (torch.randn(1, 4, 100, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+
+        def calls(out):
+            decode, lse = cujit.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table,
+                                                       return_lse=True)
+            ragged = cujit.attention_varlen(rq, rk, rv, cu_q, cu_k, max_q, max_k, causal=True, bottom_right=True)
+            cujit.attention(dq, dk, dv, out=out)
+            return decode, lse, ragged, out * 2  # out read after the call: the mutation is ordered before it
+
+        eager = calls(torch.empty_like(dq))
+        compiled = fresh_compile(calls)(torch.empty_like(dq))
+        torch.cuda.synchronize()
+        for got, want in zip(compiled, eager):
+            self.assertEqual(got.shape, want.shape)
+            finite = torch.isfinite(want)
+            self.assertTrue(torch.equal(torch.isfinite(got), finite))
+            self.assertLess(rel_error(got[finite], want[finite]), 1e-2)
+
+    def test_kv_plan_run_compiles_and_matches_eager(self):
+        q, k, v, lens, table = paged_case()
+        plan = cujit.KvPlan(batch=3, heads_q=8, heads_kv=2, head_dim=128, max_seq_k=300, page_size=16)
+        eager = plan.run(q, k, v, cache_seqlens=lens, block_table=table)
+
+        def run(q):
+            return plan.run(q, k, v, cache_seqlens=lens, block_table=table)
+        got = fresh_compile(run)(q)
+        torch.cuda.synchronize()
+        self.assertLess(rel_error(got, eager), 1e-2)
+
+
+@requires_gpu
+class OpCheck(unittest.TestCase):
+    """torch.library.opcheck: schema (mutation, aliasing), fake tensors, AOT dispatch with dynamic shapes."""
+
+    def opcheck(self, op, *args):
+        op(*args)  # tune first, so the checks' runs all use the tuned config
+        torch.cuda.synchronize()
+        torch.library.opcheck(op, args, **TOLERANCE)
+
+    def test_attention(self):
+        q = torch.randn(1, 4, 77, 64, device="cuda", dtype=torch.float16)
+        k, v = (torch.randn(1, 2, 90, 64, device="cuda", dtype=torch.float16) for _ in range(2))
+        for return_lse in (False, True):
+            self.opcheck(torch.ops.cujit.attention.default, q, k, v, True, True, None, return_lse)
+        lse = torch.empty(1, 4, 77, device="cuda", dtype=torch.float32)
+        self.opcheck(torch.ops.cujit.attention_out.default, q, k, v, torch.empty_like(q), lse, False, False, 0.1)
+        self.opcheck(torch.ops.cujit.attention_out.default, q, k, v, torch.empty_like(q), None, True, False, None)
+
+    def test_attention_varlen(self):
+        q, k, v, cu_q, cu_k, max_q, max_k = ragged_case()
+        self.opcheck(torch.ops.cujit.attention_varlen.default, q, k, v, cu_q, cu_k, max_q, max_k, True, True, None,
+                     True)
+        lse = torch.empty(q.shape[1], q.shape[0], device="cuda", dtype=torch.float32)
+        self.opcheck(torch.ops.cujit.attention_varlen_out.default, q, k, v, torch.empty_like(q), lse, cu_q, cu_k,
+                     max_q, max_k, False, False, None)
+
+    def test_attention_with_kvcache(self):
+        q, k, v, lens, table = paged_case(sq=2, lengths=(2, 17, 300))  # each sequence holds its new rows
+        self.opcheck(torch.ops.cujit.attention_with_kvcache.default, q, k, v, lens, table, True, None, 0, True)
+        lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
+        self.opcheck(torch.ops.cujit.attention_with_kvcache_out.default, q, k, v, torch.empty_like(q), lse, lens,
+                     table, True, None, 1)
+
+    def test_kv_plan_run(self):
+        q, k, v, lens, table = paged_case()
+        plan = cujit.KvPlan(batch=3, heads_q=8, heads_kv=2, head_dim=128, max_seq_k=300, page_size=16)
+        workspace = torch.empty(max(plan.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
+        self.opcheck(torch.ops.cujit.kv_plan_run.default, plan._address, q, k, v, torch.empty_like(q), None, lens,
+                     table, workspace)
+
+
+@requires_gpu
+class NoBackwardYet(unittest.TestCase):
+    def test_requires_grad_is_refused_at_the_call(self):
+        q = torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.float16, requires_grad=True)
+        k, v = (torch.randn(1, 2, 64, 64, device="cuda", dtype=torch.float16) for _ in range(2))
+        with self.assertRaisesRegex(cujit.CujitError, "no backward pass yet.*torch.no_grad") as caught:
+            cujit.attention(q, k, v)
+        self.assertEqual(caught.exception.status, 2)  # CUJIT_UNSUPPORTED
+        pq, pk, pv, lens, table = paged_case()
+        with self.assertRaisesRegex(cujit.CujitError, "attention_with_kvcache.*no backward"):
+            cujit.attention_with_kvcache(pq, pk.requires_grad_(), pv, cache_seqlens=lens, block_table=table)
+        rq, rk, rv, cu_q, cu_k, max_q, max_k = ragged_case()
+        with self.assertRaisesRegex(cujit.CujitError, "attention_varlen.*no backward"):
+            cujit.attention_varlen(rq, rk, rv.requires_grad_(), cu_q, cu_k, max_q, max_k)
+        # What the message says works: no grad mode, inference mode, detached inputs.
+        want = cujit.attention(q.detach(), k, v)
+        with torch.no_grad():
+            self.assertLess(rel_error(cujit.attention(q, k, v), want), 1e-2)
+        with torch.inference_mode():
+            self.assertLess(rel_error(cujit.attention(q, k, v), want), 1e-2)
+
+
+if __name__ == "__main__":
+    if SKIP is not None:
+        print(f"{os.path.basename(__file__)}: Skipped\n{SKIP}")  # the form scripts/ctest_summary.py reads
+        sys.exit(77)
+    unittest.main(verbosity=2)
