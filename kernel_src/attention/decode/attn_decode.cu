@@ -103,23 +103,34 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   // This thread loads chunk column my_col of rows my_row + pass * kRowsPerPass
   // of each block. Paged: the page and the row in it of each key of a block
   // are looked up STAGES blocks ahead, into a shared slot per stage (the slot
-  // of the block whose loads were issued longest ago).
+  // of the block whose loads were issued longest ago). A key's table entry is
+  // loaded one iteration before it is stored to the slot, so no warp waits on
+  // the table in the loop (waiting there cost every block a table load's
+  // latency: the paged decode ran 8-10% behind the contiguous one).
   const int my_row = tid / kChunks;
   const int my_col = (tid % kChunks) * 8;
   const u32 sPages = sV + STAGES * KVTile::kBytes;  // [STAGES][BN] (page, row) pairs
-  auto find_pages = [&](int block) {
+  int pending_entry = 0, pending_row = 0;  // one block's lookup for this thread's key, in flight
+  auto lookup_start = [&](int block) {
     if constexpr (PAGED) {
-      const int* table = p.block_table + batch * p.table_stride;
-      const u32 slot = sPages + u32(block % STAGES) * BN * 8;
       const int row = tid;  // BN <= threads (static_assert above)
       if (row < BN) {
         // Keys past the split's end look up its last page (they are not
-        // loaded); page ids are clamped to the pool.
+        // loaded).
         const int key = min(k_begin + block * BN + row, max(k_end - 1, 0));
         const int index = int(p.page_div.quotient(unsigned(key)));
-        const int page = max(min(table[index], p.num_pages - 1), 0);
-        asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(slot + u32(row * 8)), "r"(page),
-                     "r"(key - index * int(p.page_div.divisor))
+        pending_entry = p.block_table[batch * p.table_stride + index];
+        pending_row = key - index * int(p.page_div.divisor);
+      }
+    }
+  };
+  auto lookup_finish = [&](int block) {  // page ids are clamped to the pool
+    if constexpr (PAGED) {
+      const int row = tid;
+      if (row < BN) {
+        const u32 slot = sPages + u32(block % STAGES) * BN * 8;
+        const int page = max(min(pending_entry, p.num_pages - 1), 0);
+        asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(slot + u32(row * 8)), "r"(page), "r"(pending_row)
                      : "memory");
       }
     }
@@ -154,7 +165,11 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   // STAGES - 1 blocks in flight ahead of the one in use; every group is
   // committed even when empty, so the wait counts are constants.
 #pragma unroll
-  for (int s = 0; s < STAGES; ++s) find_pages(s);
+  for (int s = 0; s < STAGES; ++s) {
+    lookup_start(s);
+    lookup_finish(s);
+  }
+  lookup_start(STAGES);
   if constexpr (PAGED) __syncthreads();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
@@ -196,7 +211,8 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
     __syncthreads();  // the block has landed for all; all are done with block - 1's stage
     load_kv(block + STAGES - 1);  // its pages were found before the barrier
     cp_async_commit_group();
-    find_pages(block + STAGES);   // into the slot of block, issued long ago
+    lookup_finish(block + STAGES);     // into the slot of block, issued long ago
+    lookup_start(block + STAGES + 1);  // stored in the next iteration
     const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
     const u32 v_stage = sV + u32(block % STAGES) * KVTile::kBytes;
 
