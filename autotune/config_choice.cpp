@@ -85,8 +85,11 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
 // timings go to `previous`.
 std::optional<Json> recorded_winner(const ChoiceContext& context, const Json& key, const std::vector<Json>& kept,
                                     std::vector<TimedCandidate>& previous, const TuningLog& log) {
-  if (!context.cache_root) return std::nullopt;
-  const std::optional<Json> record = cache::TuningDb(*context.cache_root).load(key);
+  std::vector<cache::TrustedDir> roots = context.read_only_roots;
+  if (context.cache_root) roots.insert(roots.begin(), *context.cache_root);
+  std::vector<std::string> skipped;
+  const std::optional<Json> record = cache::load_tuning_record(roots, key, &skipped);
+  for (const std::string& line : skipped) log.info_line("{}", line);
   if (!record) return std::nullopt;
   std::string why;
   std::optional<std::vector<TimedCandidate>> candidates = record_candidates(*record, &why);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "autotune/timing.h"
 #include "autotune/tuning_log.h"
@@ -31,6 +32,7 @@ struct ChoiceContext {
   unsigned compile_threads = 1;
   bool capturing = false;         // the stream is being captured into a CUDA graph
   std::optional<cache::TrustedDir> cache_root;  // checked; no tuning DB or lock without one
+  std::vector<cache::TrustedDir> read_only_roots;  // CUJIT_CACHE_READONLY_DIRS: records read after cache_root's
   std::string cujit_version, nvrtc_version;         // part of the tune key
 };
 

@@ -113,12 +113,12 @@ std::string entry_hex_name(std::string_view relative) {
 }
 
 CacheScan scan_cache(const std::filesystem::path& root,
-                     const std::function<void(const std::filesystem::path&)>& before_stat) {
+                     const std::function<void(const std::filesystem::path&)>& before_stat, RootAccess access) {
   CacheScan scan;
   scan.root = root;
   struct stat st {};
   if (::lstat(root.c_str(), &st) != 0 && errno == ENOENT) return scan;  // no cache yet: nothing in it
-  const TrustedDir top = TrustedDir::open_root(root, /*create=*/false);
+  const TrustedDir top = TrustedDir::open_existing_root(root, access);
   if (const std::optional<TrustedDir> cubin = open_checked(scan, top, "cubin", "cubin")) {
     for (const std::string& shard : cubin->list()) {
       const std::optional<struct stat> sst = cubin->stat_entry(shard);

@@ -75,9 +75,12 @@ struct CacheScan {
 // missing root or directory is empty; files that vanish while they are listed
 // are skipped. Throws UntrustedCacheDir when the root itself is not trusted.
 // `before_stat`, when set, is called with each path just before it is
-// inspected (a test hook for simulating concurrent removal).
+// inspected (a test hook for simulating concurrent removal). `access` says
+// whose rules the root is checked by (a read-only root's files cannot be
+// removed through the scan).
 CacheScan scan_cache(const std::filesystem::path& root,
-                     const std::function<void(const std::filesystem::path&)>& before_stat = {});
+                     const std::function<void(const std::filesystem::path&)>& before_stat = {},
+                     RootAccess access = RootAccess::writable);
 
 // Throws UntrustedCacheDir naming the first untrusted subtree of `scan`, if
 // any: what operations that write or remove (clear, prune, import) do first.

@@ -161,27 +161,38 @@ std::optional<CubinEntry> CubinStore::decode(const std::string& key, std::string
   }
 }
 
-std::optional<CubinEntry> CubinStore::load(const std::string& key) const {
+std::optional<CubinEntry> CubinStore::load(const std::string& key, std::string* problem) const {
+  if (problem != nullptr) problem->clear();
   if (!valid_key(key)) return std::nullopt;
   std::optional<TrustedDir> shard;
+  bool read_only = false;
   try {
     const std::optional<TrustedDir> root = root_dir(/*create=*/false);
+    read_only = root && root->read_only();
     if (root) shard = root->open_subdir("cubin/" + key.substr(0, 2), /*create=*/false);
-  } catch (const CacheError&) {
-    return std::nullopt;  // untrusted or unusable: a miss here, refused loudly by store
+  } catch (const UntrustedCacheDir&) {
+    if (read_only) throw;  // no store will ever refuse it: refused here
+    return std::nullopt;   // a miss here, refused loudly by store
+  } catch (const CacheError& e) {
+    if (problem != nullptr) *problem = e.what();
+    return std::nullopt;
   }
   if (!shard) return std::nullopt;
   const std::string name = key + ".cubin";
   std::string refused;
   std::optional<TrustedDir::File> file = shard->read_file(name, kMaxCubinEntryBytes, &refused);
   std::optional<CubinEntry> entry;
+  std::string why = refused;
   if (file) {
     entry = decode(key, file->bytes);
-    if (entry && !payload_problem(*entry).empty()) entry.reset();
+    why = !entry ? "it does not decode (checksum, format or key)" : payload_problem(*entry);
+    if (!why.empty()) entry.reset();
   }
+  if (problem != nullptr && !entry) *problem = why;
   // A corrupt entry, or a file another user owns or can write: drop it (the
-  // shard is ours, so we may). A symlink is left for the store's rename.
-  if (!entry && (file || (!refused.empty() && refused != "a symbolic link"))) shard->unlink(name);
+  // shard is ours, so we may). A symlink is left for the store's rename; a
+  // read-only root is left as it is.
+  if (!entry && !read_only && (file || (!refused.empty() && refused != "a symbolic link"))) shard->unlink(name);
   return entry;
 }
 

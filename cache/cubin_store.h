@@ -36,8 +36,12 @@ class CubinStore {
 
   // A miss (nullopt) for anything not servable: missing, corrupt, not a cubin
   // for its arch, or under a directory or in a file that is not trusted
-  // (store refuses those loudly). A bad file is removed.
-  std::optional<CubinEntry> load(const std::string& key) const;
+  // (store refuses those loudly). A bad file is removed, except under a
+  // read-only root (TrustedDir::read_only), which is never changed; there a
+  // directory that is not trusted throws UntrustedCacheDir, as nothing else
+  // would refuse it. `problem`, when given, says why an existing entry was
+  // refused ("" for a hit or a plain miss).
+  std::optional<CubinEntry> load(const std::string& key, std::string* problem = nullptr) const;
   // meta["key"] is set to `key` before writing. Throws CacheError when the
   // payload is not a cubin for meta["arch"] or the write fails, and
   // UntrustedCacheDir when a directory on the way is not trusted.

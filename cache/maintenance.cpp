@@ -45,9 +45,9 @@ std::string tuning_record_problem(const std::string& hex, const std::string& byt
   return {};
 }
 
-std::vector<CubinInfo> list_cubins(const std::filesystem::path& root) {
+std::vector<CubinInfo> list_cubins(const std::filesystem::path& root, RootAccess access) {
   std::vector<CubinInfo> out;
-  for (const CacheFile& f : scan_cache(root).files) {
+  for (const CacheFile& f : scan_cache(root, {}, access).files) {
     if (f.kind != CacheFileKind::cubin) continue;
     CubinInfo info;
     info.relative = f.relative;
@@ -75,9 +75,9 @@ std::vector<CubinInfo> list_cubins(const std::filesystem::path& root) {
   return out;
 }
 
-CacheStats cache_stats(const std::filesystem::path& root) {
+CacheStats cache_stats(const std::filesystem::path& root, RootAccess access) {
   CacheStats stats;
-  const CacheScan scan = scan_cache(root);
+  const CacheScan scan = scan_cache(root, {}, access);
   stats.total_bytes = scan.total_bytes;
   stats.untrusted = scan.untrusted;
   for (const CacheFile& f : scan.files) {
@@ -97,7 +97,7 @@ CacheStats cache_stats(const std::filesystem::path& root) {
     }
     ++stats.by_arch[arch].tuning_records;
   }
-  for (const CubinInfo& info : list_cubins(root)) {
+  for (const CubinInfo& info : list_cubins(root, access)) {
     ++stats.cubins;
     stats.cubin_bytes += info.bytes;
     if (!info.valid) ++stats.invalid_cubins;
@@ -108,9 +108,10 @@ CacheStats cache_stats(const std::filesystem::path& root) {
   return stats;
 }
 
-VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad) {
+VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad, RootAccess access) {
   VerifyReport report;
-  const CacheScan scan = scan_cache(root);
+  const CacheScan scan = scan_cache(root, {}, access);
+  if (access == RootAccess::read_only) remove_bad = false;
   // Nothing below an untrusted directory is read or removed: it is reported
   // for its owner to fix.
   for (const UntrustedSubtree& u : scan.untrusted) report.bad.push_back({u.relative + "/", "untrusted: " + u.reason, false});

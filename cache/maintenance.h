@@ -26,7 +26,7 @@ struct CubinInfo {
 };
 
 // Every cubin entry, decoded to read its metadata (sorted by path).
-std::vector<CubinInfo> list_cubins(const std::filesystem::path& root);
+std::vector<CubinInfo> list_cubins(const std::filesystem::path& root, RootAccess access = RootAccess::writable);
 
 struct ArchStats {
   std::size_t cubins = 0;
@@ -46,7 +46,7 @@ struct CacheStats {
   std::vector<UntrustedSubtree> untrusted;  // directories not listed (see scan_cache)
 };
 
-CacheStats cache_stats(const std::filesystem::path& root);
+CacheStats cache_stats(const std::filesystem::path& root, RootAccess access = RootAccess::writable);
 
 struct BadEntry {
   std::string relative;
@@ -67,8 +67,10 @@ struct VerifyReport {
 // entry is removed unless it was replaced meanwhile; so is a file owned by
 // another user or writable by group or others. A directory that is not
 // trusted is reported as bad and left alone. Entries that vanish during the
-// run are skipped.
-VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad = true);
+// run are skipped. A read-only root (RootAccess::read_only) is checked by its
+// own rules and only read: nothing is removed there, whatever `remove_bad`.
+VerifyReport verify_cache(const std::filesystem::path& root, bool remove_bad = true,
+                          RootAccess access = RootAccess::writable);
 
 // Why `bytes` is not a valid tuning record named `hex`.json; "" when it is.
 std::string tuning_record_problem(const std::string& hex, const std::string& bytes);

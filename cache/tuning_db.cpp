@@ -41,20 +41,53 @@ std::filesystem::path TuningDb::record_path(const nlohmann::json& key) const {
   return root_ / "tuning" / record_name(key);
 }
 
-std::optional<nlohmann::json> TuningDb::load(const nlohmann::json& key) const {
+std::optional<nlohmann::json> TuningDb::load(const nlohmann::json& key, std::string* problem) const {
+  if (problem != nullptr) problem->clear();
+  bool read_only = false;
   try {
-    const std::optional<TrustedDir> dir = root_dir(/*create=*/false)->open_subdir("tuning", /*create=*/false);
+    const std::optional<TrustedDir> root = root_dir(/*create=*/false);
+    read_only = root->read_only();
+    const std::optional<TrustedDir> dir = root->open_subdir("tuning", /*create=*/false);
     if (!dir) return std::nullopt;
-    const std::optional<TrustedDir::File> file = dir->read_file(record_name(key), kMaxTuningRecordBytes);
-    if (!file) return std::nullopt;
-    std::optional<nlohmann::json> record = parse_bounded_json(file->bytes, kTuningRecordLimits);
-    if (!record || !record->is_object()) return std::nullopt;
+    std::string refused;
+    const std::optional<TrustedDir::File> file = dir->read_file(record_name(key), kMaxTuningRecordBytes, &refused);
+    if (!file) {
+      if (problem != nullptr) *problem = refused;
+      return std::nullopt;
+    }
+    std::string why;
+    std::optional<nlohmann::json> record = parse_bounded_json(file->bytes, kTuningRecordLimits, &why);
+    if (!record || !record->is_object()) {
+      if (problem != nullptr) *problem = record ? "not a JSON object" : "not valid JSON (" + why + ")";
+      return std::nullopt;
+    }
     auto it = record->find("key");
-    if (it == record->end() || *it != key) return std::nullopt;
+    if (it == record->end() || *it != key) {
+      if (problem != nullptr) *problem = "its \"key\" is not the key asked for";
+      return std::nullopt;
+    }
     return record;
-  } catch (const std::exception&) {
-    return std::nullopt;  // an untrusted or unusable directory is a miss here; store refuses it loudly
+  } catch (const UntrustedCacheDir&) {
+    if (read_only) throw;  // no store will ever refuse it: refused here
+    return std::nullopt;   // a miss here; store refuses it loudly
+  } catch (const std::exception& e) {
+    if (problem != nullptr) *problem = e.what();
+    return std::nullopt;  // an unusable directory is a miss
   }
+}
+
+std::optional<nlohmann::json> load_tuning_record(const std::vector<TrustedDir>& roots, const nlohmann::json& key,
+                                                 std::vector<std::string>* skipped) {
+  for (const TrustedDir& root : roots) {
+    const TuningDb db(root);
+    std::string problem;
+    if (std::optional<nlohmann::json> record = db.load(key, &problem)) return record;
+    if (root.read_only() && !problem.empty() && skipped != nullptr) {
+      skipped->push_back(fmt::format("skipped tuning record {} of a read-only cache root: {}",
+                                     db.record_path(key).string(), problem));
+    }
+  }
+  return std::nullopt;
 }
 
 void TuningDb::store(const nlohmann::json& key, nlohmann::json record) const {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -22,8 +23,11 @@ class TuningDb {
 
   // `key` is the tune key as JSON; its SHA-256 names the file. A missing,
   // malformed or mismatching record (its "key" differs), or one in a
-  // directory or file that is not trusted, is nullopt.
-  std::optional<nlohmann::json> load(const nlohmann::json& key) const;
+  // directory or file that is not trusted, is nullopt; `problem`, when given,
+  // says why an existing record was refused. Under a read-only root a
+  // directory that is not trusted throws UntrustedCacheDir instead (nothing
+  // else would refuse it).
+  std::optional<nlohmann::json> load(const nlohmann::json& key, std::string* problem = nullptr) const;
   // record["key"] is set to `key`; written atomically. Throws
   // UntrustedCacheDir when a directory on the way is not trusted.
   void store(const nlohmann::json& key, nlohmann::json record) const;
@@ -34,5 +38,12 @@ class TuningDb {
   std::filesystem::path root_;
   std::optional<TrustedDir> dir_;
 };
+
+// The record for `key` from the first of `roots` that has a servable one:
+// the writable root, then the read-only ones (CUJIT_CACHE_READONLY_DIRS), in
+// order. A record a read-only root holds but may not serve is skipped and the
+// next root consulted; `skipped`, when given, gets a line naming it and why.
+std::optional<nlohmann::json> load_tuning_record(const std::vector<TrustedDir>& roots, const nlohmann::json& key,
+                                                 std::vector<std::string>* skipped = nullptr);
 
 }  // namespace jit::cache

@@ -1,10 +1,11 @@
 // The environment knob parsers (jit/knobs.cpp) on any text.
 //
-// Mode byte % 7 picks the parser: CUJIT_LOG, CUJIT_AUTOTUNE, CUJIT_FAMILY,
+// Mode byte % 8 picks the parser: CUJIT_LOG, CUJIT_AUTOTUNE, CUJIT_FAMILY,
 // CUJIT_SM90_TILE_ORDER, CUJIT_COMPILE_THREADS, CUJIT_DISK_CACHE,
-// CUJIT_CACHE_MAX_BYTES; the rest, up to its first NUL, is the value. Only
-// jit::Error(InvalidArgument) may escape, naming the knob; accepted thread
-// counts and cache bounds are positive.
+// CUJIT_CACHE_MAX_BYTES, CUJIT_CACHE_READONLY_DIRS; the rest, up to its first
+// NUL, is the value. Only jit::Error(InvalidArgument) may escape, naming the
+// knob; accepted thread counts and cache bounds are positive, accepted
+// read-only roots absolute and non-empty.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -19,8 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string value = in.rest.c_str();  // an environment value ends at its first NUL
   static const char* const kKnobs[] = {"CUJIT_LOG",           "CUJIT_AUTOTUNE",        "CUJIT_FAMILY",
                                        "CUJIT_SM90_TILE_ORDER", "CUJIT_COMPILE_THREADS", "CUJIT_DISK_CACHE",
-                                       "CUJIT_CACHE_MAX_BYTES"};
-  const int which = in.mode % 7;
+                                       "CUJIT_CACHE_MAX_BYTES", "CUJIT_CACHE_READONLY_DIRS"};
+  const int which = in.mode % 8;
   try {
     switch (which) {
       case 0: (void)parse_log_level(value.c_str()); break;
@@ -31,6 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (parse_compile_threads(value.c_str(), 16) == 0) fuzz::violated("CUJIT_COMPILE_THREADS gave 0 threads");
         break;
       case 5: (void)parse_bool_knob(kKnobs[5], value.c_str(), true); break;
+      case 7:
+        for (const auto& dir : parse_cache_read_only_dirs(value.c_str())) {
+          if (dir.empty() || !dir.is_absolute()) fuzz::violated("CUJIT_CACHE_READONLY_DIRS gave a relative path");
+        }
+        break;
       default:
         if (parse_cache_max_bytes(value.c_str()) == 0) fuzz::violated("CUJIT_CACHE_MAX_BYTES gave a bound of 0");
     }

@@ -174,14 +174,14 @@ int main(int argc, char** argv) {
     c.add(0, R"({"key": ")" + fuzz::kCubinKey + "\", \"variant\": \"caf\xe9\"}");
   }
 
-  // fuzz_knobs: mode % 7 picks the knob, the rest is its value.
+  // fuzz_knobs: mode % 8 picks the knob, the rest is its value.
   {
     Corpus c(out, "knobs");
-    const char* const values[7][3] = {{"info", "debug", "loud"},  {"fast", "frozen", "FULL"},
+    const char* const values[8][3] = {{"info", "debug", "loud"},  {"fast", "frozen", "FULL"},
                                       {"sm90", "auto", "sm100"},  {"rows", "heads", "cols"},
                                       {"16", "0", "99999999999"}, {"1", "off", "yes"},
-                                      {"4G", "512m", "16777216T"}};
-    for (int knob = 0; knob < 7; ++knob) {
+                                      {"4G", "512m", "16777216T"}, {"/opt/a::/b", "rel:/x", ":"}};
+    for (int knob = 0; knob < 8; ++knob) {
       for (const char* v : values[knob]) c.add(static_cast<std::uint8_t>(knob), v);
     }
   }

@@ -175,14 +175,28 @@ void report_store_failure(const std::string& variant, const std::string& arch, c
 }
 
 // Step 1: the disk cache. True (and `out` filled) on a hit; an entry that
-// does not match what is asked for is a miss.
+// does not match what is asked for is a miss. A read-only root is only read:
+// no last-use mark, no removal; what it holds but may not serve is logged,
+// and the caller goes on to the next root.
 bool load_cached(const cache::TrustedDir& root, const std::string& key, VariantBinary& out) {
   const cache::CubinStore store(root);
-  auto entry = store.load(key);
-  if (!entry) return false;
+  std::string problem;
+  auto entry = store.load(key, &problem);
+  if (!entry) {
+    if (root.read_only() && !problem.empty()) {
+      log_info("skipped {} in read-only cache root {} ({} for {}): {}", store.entry_path(key).string(),
+               root.path().string(), out.variant, out.arch, problem);
+    }
+    return false;
+  }
   const Json& meta = entry->meta;
   if (const std::string why = entry_mismatch(meta, out.variant, out.arch); !why.empty()) {
-    log_debug("disk cache entry {} is a miss for {} ({}): {}; recompiling", key, out.variant, out.arch, why);
+    if (root.read_only()) {
+      log_info("skipped {} in read-only cache root {} ({} for {}): {}", store.entry_path(key).string(),
+               root.path().string(), out.variant, out.arch, why);
+    } else {
+      log_debug("disk cache entry {} is a miss for {} ({}): {}; recompiling", key, out.variant, out.arch, why);
+    }
     return false;
   }
   out.cubin = std::move(entry->payload);
@@ -194,9 +208,26 @@ bool load_cached(const cache::TrustedDir& root, const std::string& key, VariantB
   out.usage.wgmma_serialized = meta_int(meta, "wgmma_serialized", 0) != 0;
   out.from_cache = true;
   ++counters().disk_cache_hits;
-  cache::touch_entry(store.entry_path(key));  // the last use LRU eviction goes by
-  log_debug("disk cache hit: {} for {}", out.variant, out.arch);
+  // The last use LRU eviction goes by; a read-only root is never evicted.
+  if (!root.read_only()) cache::touch_entry(store.entry_path(key));
+  log_debug("disk cache hit: {} for {}{}", out.variant, out.arch,
+            root.read_only() ? " in read-only root " + root.path().string() : std::string());
   return true;
+}
+
+// Steps 1 over every root: the writable one, then each read-only one in
+// order. A hit in a read-only root is served from there and not copied into
+// the writable root: the read-only root serves every later process as well.
+bool load_from_any_root(const std::string& key, VariantBinary& out) {
+  try {
+    if (cache_root() && load_cached(*cache_root_dir(), key, out)) return true;
+    for (const cache::TrustedDir& root : read_only_cache_roots()) {
+      if (load_cached(root, key, out)) return true;
+    }
+  } catch (const cache::UntrustedCacheDir& e) {
+    throw Error(ErrorCode::Cache, e.what());  // a directory of a read-only root others can change
+  }
+  return false;
 }
 
 // Step 2: NVRTC. A compile error comes with a repro bundle when one could be written.
@@ -263,8 +294,17 @@ CompileRequest request_of(const KernelFamily& family, const Json& spec, const Js
 std::filesystem::path cached_entry_path(const KernelFamily& family, const Json& spec, const Json& config,
                                         const std::string& arch) {
   const auto& root = cache_root();
-  if (!root) return {};
-  return cache::CubinStore(*root).entry_path(binary_cache_key(request_of(family, spec, config, arch)));
+  const std::string key = binary_cache_key(request_of(family, spec, config, arch));
+  // Where a lookup finds it: the writable root, else the first read-only root
+  // that has it (a warm-up served from there left nothing in the writable one).
+  const std::filesystem::path writable = root ? cache::CubinStore(*root).entry_path(key) : std::filesystem::path();
+  std::error_code error;
+  if (!writable.empty() && std::filesystem::exists(writable, error)) return writable;
+  for (const cache::TrustedDir& read_only : read_only_cache_roots()) {
+    const std::filesystem::path path = cache::CubinStore(read_only).entry_path(key);
+    if (std::filesystem::exists(path, error)) return path;
+  }
+  return writable;
 }
 
 VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const Json& config, const std::string& arch,
@@ -280,12 +320,14 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
   // store is an atomic rename of identical content.
   const std::shared_ptr<std::mutex> key_lock = key_mutex(key);
   std::lock_guard key_guard(*key_lock);
-  if (root && load_cached(*cache_root_dir(), key, out)) return out;
+  if (load_from_any_root(key, out)) return out;
   if (policy == CompilePolicy::forbid) {
+    std::string where = root ? " at " + root->string() : " (no writable disk cache)";
+    for (const cache::TrustedDir& read_only : read_only_cache_roots()) where += " nor at " + read_only.path().string();
     throw Error(ErrorCode::Unsupported,
                 fmt::format("CUJIT_AUTOTUNE=frozen forbids compiling, and {} for {} is not in the cache{}: fill it "
                             "first with cujit-warmup --arch {} (or unset CUJIT_AUTOTUNE)",
-                            out.variant, arch, root ? " at " + root->string() : " (disk cache off)", arch));
+                            out.variant, arch, where, arch));
   }
   compile(request, out);
   if (root) {

@@ -39,7 +39,10 @@ Json choose_config(const KernelFamily& family, const Json& spec, const Json& buc
     context.compile_threads = detail::knobs().compile_threads;
     context.capturing = detail::stream_is_capturing(stream);
     // Without tuning the DB is not read (nor the cache directory resolved here).
-    if (context.mode != autotune::Mode::off) context.cache_root = detail::cache_root_dir();
+    if (context.mode != autotune::Mode::off) {
+      context.cache_root = detail::cache_root_dir();
+      context.read_only_roots = detail::read_only_cache_roots();
+    }
     context.cujit_version = detail::cujit_version();
     context.nvrtc_version = detail::nvrtc_version();
     detail::CudaEventClock clock(

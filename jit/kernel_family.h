@@ -40,7 +40,8 @@ std::string cache_directory();
 /// CUJIT_DISK_CACHE=0. A directory that may not be trusted (a symbolic link,
 /// owned by another user, writable by group or others) is never used:
 /// this, cache_directory() and every call that needs the cache throw
-/// Error(Cache) saying how to fix it.
+/// Error(Cache) saying how to fix it. Each pre-warmed root of
+/// CUJIT_CACHE_READONLY_DIRS that is served adds "; read-only: <path>".
 std::string cache_status();
 
 /// A variant compiled and loaded in the current CUDA context.

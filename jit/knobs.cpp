@@ -130,6 +130,25 @@ std::uint64_t parse_cache_max_bytes(const char* value) {
   return *bytes;
 }
 
+std::vector<std::filesystem::path> parse_cache_read_only_dirs(const char* value) {
+  std::vector<std::filesystem::path> dirs;
+  std::string_view rest = value ? value : "";
+  while (!rest.empty()) {
+    const std::size_t colon = std::min(rest.find(':'), rest.size());
+    const std::string_view entry = rest.substr(0, colon);
+    rest.remove_prefix(std::min(colon + 1, rest.size()));
+    if (entry.empty()) continue;
+    if (entry.front() != '/') {
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("CUJIT_CACHE_READONLY_DIRS names '{}', a relative path; give absolute paths, "
+                              "':'-separated (a relative one would depend on the working directory)",
+                              entry));
+    }
+    dirs.emplace_back(entry);
+  }
+  return dirs;
+}
+
 const Knobs& knobs() {
   static const Knobs knobs = [] {
     Knobs k;
@@ -140,6 +159,7 @@ const Knobs& knobs() {
     k.check = parse_bool_knob("CUJIT_CHECK", std::getenv("CUJIT_CHECK"), false);
     k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
     if (const char* keys = std::getenv("CUJIT_CACHE_TRUSTED_KEYS")) k.cache_trusted_keys = cache::split_key_list(keys);
+    k.cache_read_only_dirs = parse_cache_read_only_dirs(std::getenv("CUJIT_CACHE_READONLY_DIRS"));
     k.family = parse_family_name(std::getenv("CUJIT_FAMILY"));
     k.tile_order = parse_tile_order_choice(std::getenv("CUJIT_SM90_TILE_ORDER"));
     k.compile_threads = parse_compile_threads(std::getenv("CUJIT_COMPILE_THREADS"), usable_cpus());

@@ -1,5 +1,7 @@
 // Every CUJIT_* environment knob, read in one place.
 //   CUJIT_CACHE_DIR   cache root (else $XDG_CACHE_HOME/cujit, else ~/.cache/cujit)
+//   CUJIT_CACHE_READONLY_DIRS  pre-warmed cache roots served beneath the writable one, never written:
+//                     absolute paths, ':'-separated, consulted in order (empty entries are ignored)
 //   CUJIT_LOG         off (default) | info | debug: log lines on stderr
 //   CUJIT_AUTOTUNE    full (default): tune every unpruned config on the first call per key
 //                     fast: time only a shortlist (the default config and the next ones in space order)
@@ -44,6 +46,7 @@ struct Knobs {
   bool disk_cache = true;
   std::uint64_t cache_max_bytes = std::uint64_t{4} << 30;
   std::vector<std::filesystem::path> cache_trusted_keys;
+  std::vector<std::filesystem::path> cache_read_only_dirs;
   std::string family;  // CUJIT_FAMILY: "" for auto, else the family's name
   TileOrderChoice tile_order = TileOrderChoice::automatic;
   unsigned compile_threads = 1;
@@ -69,6 +72,10 @@ unsigned usable_cpus();
 bool parse_bool_knob(const char* name, const char* value, bool fallback);
 // CUJIT_CACHE_MAX_BYTES: unset or empty is the 4 GiB default; 0 is refused.
 std::uint64_t parse_cache_max_bytes(const char* value);
+// CUJIT_CACHE_READONLY_DIRS: ':'-separated absolute paths, in order; empty
+// entries are ignored (unset or empty is none). A relative path is refused: it
+// would depend on the working directory, unlike what an image or mount names.
+std::vector<std::filesystem::path> parse_cache_read_only_dirs(const char* value);
 // Why `text`, which cache::parse_byte_size refused, is not a size, after
 // `what` (e.g. "--max-bytes '99999999999999999999'"): out of range, or not a size.
 std::string byte_size_error(std::string_view what, std::string_view text);

@@ -52,7 +52,29 @@ CacheState resolve_cache_state() {
   return state;
 }
 
+std::vector<cache::TrustedDir> resolve_read_only_roots() {
+  std::vector<cache::TrustedDir> roots;
+  if (!knobs().disk_cache) return roots;
+  for (const std::filesystem::path& dir : knobs().cache_read_only_dirs) {
+    try {
+      roots.push_back(cache::TrustedDir::open_read_only_root(dir));
+      log_info("read-only cache root: {}", dir.string());
+    } catch (const cache::UntrustedCacheDir& e) {
+      throw Error(ErrorCode::Cache, e.what());
+    } catch (const cache::CacheError& e) {
+      log_info("read-only cache root left out: {}", e.what());
+    }
+  }
+  return roots;
+}
+
 }  // namespace
+
+const std::vector<cache::TrustedDir>& read_only_cache_roots() {
+  // An exception (untrusted root) leaves it unset: the next call checks again.
+  static const std::vector<cache::TrustedDir> roots = resolve_read_only_roots();
+  return roots;
+}
 
 const CacheState& cache_state() {
   // An exception (untrusted directory) leaves it unset: the next call checks again.
@@ -73,6 +95,10 @@ const char* cujit_version() { return CUJIT_VERSION; }
 
 }  // namespace detail
 
-std::string cache_status() { return detail::cache_state().status; }
+std::string cache_status() {
+  std::string status = detail::cache_state().status;
+  for (const cache::TrustedDir& root : detail::read_only_cache_roots()) status += "; read-only: " + root.path().string();
+  return status;
+}
 
 }  // namespace jit

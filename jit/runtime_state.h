@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cache/trusted_dir.h"
 
@@ -30,6 +31,15 @@ struct CacheState {
 // may not be trusted (a symbolic link, owned by another user, writable by
 // group or others) throws Error(Cache) with the fix, on every call.
 const CacheState& cache_state();
+
+// CUJIT_CACHE_READONLY_DIRS, opened and checked on first use: pre-warmed
+// roots consulted after the writable one, in order, never written (nor
+// locked, evicted or repaired). Served even when the writable root is
+// memory-only; none when CUJIT_DISK_CACHE=0. A root that is missing or cannot
+// be read is left out and said once (info); one that is not trusted (a
+// symbolic link, writable by group or others) throws Error(Cache) with the
+// fix, on every call, as an untrusted writable root does.
+const std::vector<cache::TrustedDir>& read_only_cache_roots();
 
 // cache_state().root.
 const std::optional<std::filesystem::path>& cache_root();

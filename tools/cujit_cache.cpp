@@ -14,6 +14,10 @@
 // --dir is checked as cujit checks its own cache (docs/security.md); a
 // directory under it that is not trusted is reported by ls, stats and verify
 // and refused by the rest.
+// Without --dir, ls, stats and verify also show each pre-warmed root of
+// CUJIT_CACHE_READONLY_DIRS, marked read-only; verify only reads those. No
+// command changes a read-only root: prune, clear, import and export act on
+// the writable root alone and refuse a --dir that names a read-only one.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -65,7 +69,25 @@ void print_untrusted(const std::vector<jit::cache::UntrustedSubtree>& untrusted)
   for (const auto& u : untrusted) fmt::print(stderr, "untrusted, not listed: {}/: {}\n", u.relative, u.reason);
 }
 
-std::string resolve_dir(const std::string& dir) {
+// A cache root a command works on, and whether it is one of
+// CUJIT_CACHE_READONLY_DIRS (checked by the read-only root's rules, never changed).
+struct Root {
+  std::string path;
+  jit::cache::RootAccess access = jit::cache::RootAccess::writable;
+  bool read_only() const { return access == jit::cache::RootAccess::read_only; }
+};
+
+bool same_directory(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code error;
+  return std::filesystem::equivalent(a, b, error);
+}
+
+bool is_read_only_root(const std::string& dir) {
+  const auto& listed = jit::detail::knobs().cache_read_only_dirs;
+  return std::any_of(listed.begin(), listed.end(), [&](const auto& r) { return same_directory(r, dir); });
+}
+
+Root resolve_dir(const std::string& dir) {
   if (!dir.empty()) {
     // A typo must not read as an empty cache (nor export an empty archive).
     std::error_code error;
@@ -77,18 +99,56 @@ std::string resolve_dir(const std::string& dir) {
                                          "mkdir -m 700 {})",
                                          dir, dir));
     }
-    // The same check as cujit's own root: a symlink, another owner or a
-    // group/other-writable mode is refused.
-    (void)jit::cache::TrustedDir::open_root(dir, /*create=*/false);
-    return dir;
+    // The same check as cujit's own roots: a symlink or a group/other-writable
+    // mode is refused, and so is another owner unless it is a read-only root.
+    const Root root{dir, is_read_only_root(dir) ? jit::cache::RootAccess::read_only : jit::cache::RootAccess::writable};
+    (void)jit::cache::TrustedDir::open_existing_root(dir, root.access);
+    return root;
   }
   const std::string d = jit::cache_directory();
   if (d.empty()) {
     throw jit::Error(jit::ErrorCode::InvalidArgument,
                      "the disk cache is off (CUJIT_DISK_CACHE=0), so there is no cache directory; pass --dir DIR");
   }
-  return d;
+  return Root{d};
 }
+
+// What ls, stats and verify show: --dir alone, or the writable root (when
+// there is one) and then each read-only root that can be opened; a read-only
+// root that cannot is said on stderr, and `refused` counts the untrusted ones.
+std::vector<Root> roots_to_show(const std::string& dir, int& refused) {
+  if (!dir.empty()) return {resolve_dir(dir)};
+  std::vector<Root> roots;
+  if (const std::string d = jit::cache_directory(); !d.empty()) roots.push_back(Root{d});
+  for (const std::filesystem::path& r : jit::detail::knobs().cache_read_only_dirs) {
+    try {
+      (void)jit::cache::TrustedDir::open_read_only_root(r);
+      roots.push_back(Root{r.string(), jit::cache::RootAccess::read_only});
+    } catch (const jit::cache::UntrustedCacheDir& e) {
+      fmt::print(stderr, "cujit-cache: refused read-only root: {}\n", e.what());
+      ++refused;
+    } catch (const jit::cache::CacheError& e) {
+      fmt::print(stderr, "cujit-cache: read-only root left out: {}\n", e.what());
+    }
+  }
+  if (roots.empty() && refused == 0) (void)resolve_dir(dir);  // says why there is nothing
+  return roots;
+}
+
+// The one root prune, clear, import and export act on: never a read-only one.
+std::string writable_root(const std::string& dir, const std::string& command) {
+  const Root root = resolve_dir(dir);
+  if (root.read_only()) {
+    throw jit::Error(jit::ErrorCode::InvalidArgument,
+                     fmt::format("{} is a read-only cache root (CUJIT_CACHE_READONLY_DIRS), which cujit-cache {} "
+                                 "never touches; to rebuild it, run without CUJIT_CACHE_READONLY_DIRS where it is "
+                                 "writable: CUJIT_CACHE_READONLY_DIRS= cujit-cache --dir {} {}",
+                                 root.path, command, root.path, command));
+  }
+  return root.path;
+}
+
+std::string marked(const Root& root) { return root.read_only() ? root.path + " (read-only)" : root.path; }
 
 // The first word that is not an option (nor --dir's value): the subcommand
 // CLI11 would otherwise report as an unexpected argument.
@@ -150,66 +210,109 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const std::string root = resolve_dir(dir);
-
+    int refused = 0;  // untrusted read-only roots: reported, and verify fails
     if (ls->parsed()) {
-      print_untrusted(jit::cache::scan_cache(root).untrusted);
-      auto entries = jit::cache::list_cubins(root);
-      // Least recently used first: the order eviction removes them in.
-      std::stable_sort(entries.begin(), entries.end(),
-                       [](const auto& x, const auto& y) { return x.last_use_ns < y.last_use_ns; });
-      if (json) {
-        jit::Json out = jit::Json::array();
-        for (const auto& e : entries) out.push_back(jit::cache::to_json(e));
-        std::cout << jit::cache::dump_for_output(out) << "\n";
-        return 0;
+      jit::Json out = jit::Json::array();
+      for (const Root& root : roots_to_show(dir, refused)) {
+        print_untrusted(jit::cache::scan_cache(root.path, {}, root.access).untrusted);
+        auto entries = jit::cache::list_cubins(root.path, root.access);
+        // Least recently used first: the order eviction removes them in.
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto& x, const auto& y) { return x.last_use_ns < y.last_use_ns; });
+        if (json) {
+          for (const auto& e : entries) {
+            jit::Json j = jit::cache::to_json(e);
+            j["root"] = root.path;
+            j["read_only"] = root.read_only();
+            out.push_back(std::move(j));
+          }
+          continue;
+        }
+        for (const auto& e : entries) {
+          fmt::print("{:<60} {:<8} {:>10} {}  {}\n", e.valid ? e.variant : "(invalid entry)", e.arch,
+                     human_bytes(e.bytes), local_time(e.last_use_ns), e.key.substr(0, 12));
+        }
+        fmt::print("{} entries in {}\n", entries.size(), marked(root));
       }
-      for (const auto& e : entries) {
-        fmt::print("{:<60} {:<8} {:>10} {}  {}\n", e.valid ? e.variant : "(invalid entry)", e.arch,
-                   human_bytes(e.bytes), local_time(e.last_use_ns), e.key.substr(0, 12));
-      }
-      fmt::print("{} entries in {}\n", entries.size(), root);
+      if (json) std::cout << jit::cache::dump_for_output(out) << "\n";
       return 0;
     }
 
     if (stats->parsed()) {
-      const jit::cache::CacheStats s = jit::cache::cache_stats(root);
-      if (json) {
-        jit::Json out = jit::cache::to_json(s);
-        out["untrusted"] = jit::Json::array();
-        for (const auto& u : s.untrusted) out["untrusted"].push_back({{"path", u.relative}, {"reason", u.reason}});
-        out["dir"] = root;
-        out["max_bytes"] = jit::detail::knobs().cache_max_bytes;
-        std::cout << jit::cache::dump_for_output(out) << "\n";
-        return 0;
+      jit::Json out = jit::Json::object(), read_only_roots = jit::Json::array();
+      for (const Root& root : roots_to_show(dir, refused)) {
+        const jit::cache::CacheStats s = jit::cache::cache_stats(root.path, root.access);
+        if (json) {
+          jit::Json one = jit::cache::to_json(s);
+          one["untrusted"] = jit::Json::array();
+          for (const auto& u : s.untrusted) one["untrusted"].push_back({{"path", u.relative}, {"reason", u.reason}});
+          one["dir"] = root.path;
+          one["read_only"] = root.read_only();
+          // The size bound applies to the writable root alone: read-only roots are never evicted.
+          if (!root.read_only()) one["max_bytes"] = jit::detail::knobs().cache_max_bytes;
+          if (root.read_only() && !out.empty()) {
+            read_only_roots.push_back(std::move(one));
+          } else {
+            out = std::move(one);
+          }
+          continue;
+        }
+        print_untrusted(s.untrusted);
+        fmt::print("{} {}\n", root.read_only() ? "read-only   " : "cache       ", root.path);
+        fmt::print("cubins       {} ({}){}\n", s.cubins, human_bytes(s.cubin_bytes),
+                   s.invalid_cubins ? fmt::format(", {} invalid", s.invalid_cubins) : "");
+        fmt::print("tuning       {} records ({})\n", s.tuning_records, human_bytes(s.tuning_bytes));
+        if (root.read_only()) {
+          fmt::print("total        {} (never evicted: a read-only root)\n", human_bytes(s.total_bytes));
+        } else {
+          fmt::print("total        {} of {} (CUJIT_CACHE_MAX_BYTES){}\n", human_bytes(s.total_bytes),
+                     human_bytes(jit::detail::knobs().cache_max_bytes),
+                     s.temp_files ? fmt::format(", {} temp files", s.temp_files) : "");
+        }
+        for (const auto& [arch, a] : s.by_arch) {
+          fmt::print("  {:<12} {} cubins ({}), {} tuning records\n", arch, a.cubins, human_bytes(a.cubin_bytes),
+                     a.tuning_records);
+        }
       }
-      print_untrusted(s.untrusted);
-      fmt::print("cache        {}\n", root);
-      fmt::print("cubins       {} ({}){}\n", s.cubins, human_bytes(s.cubin_bytes),
-                 s.invalid_cubins ? fmt::format(", {} invalid", s.invalid_cubins) : "");
-      fmt::print("tuning       {} records ({})\n", s.tuning_records, human_bytes(s.tuning_bytes));
-      fmt::print("total        {} of {} (CUJIT_CACHE_MAX_BYTES){}\n", human_bytes(s.total_bytes),
-                 human_bytes(jit::detail::knobs().cache_max_bytes),
-                 s.temp_files ? fmt::format(", {} temp files", s.temp_files) : "");
-      for (const auto& [arch, a] : s.by_arch) {
-        fmt::print("  {:<12} {} cubins ({}), {} tuning records\n", arch, a.cubins, human_bytes(a.cubin_bytes),
-                   a.tuning_records);
+      if (json) {
+        out["read_only_roots"] = std::move(read_only_roots);
+        std::cout << jit::cache::dump_for_output(out) << "\n";
       }
       return 0;
     }
 
     if (verify->parsed()) {
-      const jit::cache::VerifyReport r = jit::cache::verify_cache(root, /*remove_bad=*/true);
-      if (json) {
-        std::cout << jit::cache::dump_for_output(jit::cache::to_json(r)) << "\n";
-      } else {
+      std::size_t bad = 0;
+      jit::Json out = jit::Json::object(), read_only_roots = jit::Json::array();
+      for (const Root& root : roots_to_show(dir, refused)) {
+        // A read-only root is only read: its bad entries are reported, never removed.
+        const jit::cache::VerifyReport r = jit::cache::verify_cache(root.path, /*remove_bad=*/true, root.access);
+        bad += r.bad.size();
+        if (json) {
+          jit::Json one = jit::cache::to_json(r);
+          one["dir"] = root.path;
+          one["read_only"] = root.read_only();
+          if (root.read_only() && !out.empty()) {
+            read_only_roots.push_back(std::move(one));
+          } else {
+            out = std::move(one);
+          }
+          continue;
+        }
         for (const auto& b : r.bad) {
-          fmt::print("bad: {}: {}{}\n", b.relative, b.reason, b.removed ? " (removed)" : " (could not remove)");
+          fmt::print("bad: {}: {}{}\n", b.relative, b.reason,
+                     root.read_only() ? " (read-only root: left as it is)"
+                                      : (b.removed ? " (removed)" : " (could not remove)"));
         }
         fmt::print("verified {} cubins and {} tuning records in {}: {} bad\n", r.checked_cubins, r.checked_tuning,
-                   root, r.bad.size());
+                   marked(root), r.bad.size());
       }
-      return r.bad.empty() ? 0 : 1;
+      if (json) {
+        out["read_only_roots"] = std::move(read_only_roots);
+        out["refused_read_only_roots"] = refused;
+        std::cout << jit::cache::dump_for_output(out) << "\n";
+      }
+      return bad == 0 && refused == 0 ? 0 : 1;
     }
 
     if (prune->parsed()) {
@@ -219,6 +322,7 @@ int main(int argc, char** argv) {
                          jit::detail::byte_size_error(fmt::format("--max-bytes '{}'", max_bytes_text), max_bytes_text));
       }
       jit::cache::EvictionOptions options;
+      const std::string root = writable_root(dir, "prune");
       const jit::cache::EvictionReport r = jit::cache::evict_lru(root, *max_bytes, options);
       if (r.lock_busy) {
         fmt::print("another process is evicting from {} right now; nothing done\n", root);
@@ -231,6 +335,7 @@ int main(int argc, char** argv) {
     }
 
     if (clear->parsed()) {
+      const std::string root = writable_root(dir, "clear");
       const jit::cache::ClearReport r = jit::cache::clear_cache(root);
       fmt::print("cleared {}: removed {} files ({}){}\n", root, r.removed_files, human_bytes(r.removed_bytes),
                  r.kept_temp_files ? fmt::format("; kept {} temp files of running writers", r.kept_temp_files) : "");
@@ -238,6 +343,7 @@ int main(int argc, char** argv) {
     }
 
     if (exp->parsed()) {
+      const std::string root = writable_root(dir, "export");
       const jit::cache::ExportReport r = jit::cache::export_archive(root, file, {sign_key});
       for (const auto& s : r.skipped) fmt::print(stderr, "skipped {}: {}\n", s.relative, s.reason);
       fmt::print("exported {} cubins and {} tuning records ({}) from {} to {} ({}{})\n", r.cubins, r.tuning_records,
@@ -246,6 +352,7 @@ int main(int argc, char** argv) {
     }
 
     if (imp->parsed()) {
+      const std::string root = writable_root(dir, "import");
       jit::cache::ImportOptions options;
       options.replace = replace;
       options.trusted_keys = jit::detail::knobs().cache_trusted_keys;

@@ -18,6 +18,11 @@
 // regular file, or one that is not writable must fall back to memory only;
 // an untrusted root (world-writable, a symbolic link) must be refused with
 // Error(Cache); a store that fails on every variant is logged once.
+// Read-only roots (CUJIT_CACHE_READONLY_DIRS) in fresh processes: a sealed,
+// foreign-owned pre-warmed root serves without a compile and is never written;
+// the writable root is consulted first, read-only roots in order, a corrupt
+// entry skipped; they serve when the writable root is memory-only; a
+// group-writable one is refused; a missing one is left out.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -55,6 +60,7 @@
 #include "row_softmax_family.h"
 #include "tests/support/file_bytes.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/tree_snapshot.h"
 
 extern char** environ;
 
@@ -627,6 +633,107 @@ TEST_F(FreshProcess, StoresThatAllFailAreLoggedOnce) {
   EXPECT_EQ(slurp(work_ / "cache" / "cubin"), "not a directory");
 }
 
+// --- read-only roots -----------------------------------------------------------
+
+class ReadOnlyRootProcess : public FreshProcess {
+ protected:
+  // The attention variant's valid entry, compiled in this process.
+  std::string attention_entry() {
+    const Variant v = attention();
+    v.compile();
+    return slurp(CubinStore(fs::path(jit::cache_directory())).entry_path(v.key()));
+  }
+  // A pre-warmed root at work_/name holding `entry_bytes` at the attention
+  // variant's entry path, sealed as an image layer (dirs 555, files 444) and,
+  // when running as root, owned by nobody.
+  fs::path prewarmed(const std::string& name, const std::string& entry_bytes) {
+    const fs::path root = work_ / name;
+    const fs::path entry = CubinStore(root).entry_path(attention().key());
+    fs::create_directories(entry.parent_path());
+    spit(entry, entry_bytes);
+    cujit_test::chmod_tree(root, 0555, 0444);
+    if (::geteuid() == 0) cujit_test::chown_tree(root, 65534, 65534);
+    return root;
+  }
+  static std::string env(const char* name, const fs::path& value) { return fmt::format("{}={}", name, value.string()); }
+};
+
+TEST_F(ReadOnlyRootProcess, SealedForeignRootServesANewProcessWithoutACompileAndIsNeverWritten) {
+  const fs::path ro = prewarmed("prewarmed", attention_entry());
+  const cujit_test::TreeSnapshot before = cujit_test::snapshot_tree(ro);
+  const fs::path writable = work_ / "writable";
+  const ChildOutcome child = expect_child_ok(
+      "served_from_cache",
+      {env("CUJIT_CACHE_DIR", writable), env("CUJIT_CACHE_READONLY_DIRS", ro), "CUJIT_LOG=debug"});
+  EXPECT_NE(child.log.find("in read-only root " + ro.string()), std::string::npos) << child.log;
+  EXPECT_NE(child.verdict.find("; read-only: " + ro.string()), std::string::npos) << child.verdict;
+  EXPECT_EQ(cujit_test::snapshot_tree(ro), before) << "the read-only root was written";
+  EXPECT_FALSE(fs::exists(writable / "cubin")) << "the hit was copied into the writable root";
+}
+
+TEST_F(ReadOnlyRootProcess, WritableRootIsConsultedFirst) {
+  const std::string entry = attention_entry();
+  const fs::path ro = prewarmed("prewarmed", entry);
+  const fs::path writable = work_ / "writable";
+  const fs::path mine = CubinStore(writable).entry_path(attention().key());
+  fs::create_directories(mine.parent_path());
+  spit(mine, entry);
+  cujit_test::chmod_tree(writable, 0700, 0600);
+  const struct timespec old[2] = {{1'000'000'000, 0}, {1'000'000'000, 0}};  // 2001: a last use long ago
+  ASSERT_EQ(::utimensat(AT_FDCWD, mine.c_str(), old, 0), 0);
+  const cujit_test::TreeSnapshot before = cujit_test::snapshot_tree(ro);
+  const ChildOutcome child = expect_child_ok(
+      "served_from_cache",
+      {env("CUJIT_CACHE_DIR", writable), env("CUJIT_CACHE_READONLY_DIRS", ro), "CUJIT_LOG=debug"});
+  EXPECT_EQ(child.log.find("in read-only root"), std::string::npos) << child.log;
+  struct stat st {};
+  ASSERT_EQ(::stat(mine.c_str(), &st), 0);
+  EXPECT_GT(st.st_mtim.tv_sec, 1'000'000'000) << "the writable root's hit was not the one served (no last-use mark)";
+  EXPECT_EQ(cujit_test::snapshot_tree(ro), before);
+}
+
+TEST_F(ReadOnlyRootProcess, ReadOnlyRootsInOrderACorruptEntrySkippedAndLeft) {
+  const std::string entry = attention_entry();
+  std::string corrupt = entry;
+  corrupt[corrupt.size() / 2] ^= 0x5a;
+  const fs::path first = prewarmed("first", corrupt), second = prewarmed("second", entry),
+                 third = prewarmed("third", entry);
+  const cujit_test::TreeSnapshot first_before = cujit_test::snapshot_tree(first);
+  const ChildOutcome child = expect_child_ok(
+      "served_from_cache", {env("CUJIT_CACHE_DIR", work_ / "writable"),
+                            fmt::format("CUJIT_CACHE_READONLY_DIRS={}:{}:{}", first.string(), second.string(),
+                                        third.string()),
+                            "CUJIT_LOG=debug"});
+  EXPECT_EQ(count_lines_with(child.log, "skipped " + first.string()), 1u) << child.log;
+  EXPECT_NE(child.log.find("in read-only root " + second.string()), std::string::npos) << child.log;
+  EXPECT_EQ(child.log.find("in read-only root " + third.string()), std::string::npos) << child.log;
+  EXPECT_EQ(cujit_test::snapshot_tree(first), first_before) << "the corrupt entry was repaired or removed";
+}
+
+TEST_F(ReadOnlyRootProcess, ReadOnlyRootsServeWhenTheWritableRootIsMemoryOnly) {
+  const fs::path ro = prewarmed("prewarmed", attention_entry());
+  const ChildOutcome child = expect_child_ok(
+      "served_from_cache", {"CUJIT_CACHE_DIR=/proc/cujit-nope/cache", env("CUJIT_CACHE_READONLY_DIRS", ro)});
+  EXPECT_NE(child.verdict.find("memory only: "), std::string::npos) << child.verdict;
+  EXPECT_NE(child.verdict.find("; read-only: " + ro.string()), std::string::npos) << child.verdict;
+}
+
+TEST_F(ReadOnlyRootProcess, GroupWritableReadOnlyRootIsRefused) {
+  const fs::path ro = prewarmed("prewarmed", attention_entry());
+  ASSERT_EQ(::chmod(ro.c_str(), 0775), 0);
+  const ChildOutcome child = expect_child_ok(
+      "read_only_refused", {env("CUJIT_CACHE_DIR", work_ / "writable"), env("CUJIT_CACHE_READONLY_DIRS", ro)});
+  EXPECT_NE(child.verdict.find(ro.string()), std::string::npos) << child.verdict;
+  EXPECT_NE(child.verdict.find("chmod -R go-w"), std::string::npos) << child.verdict;
+}
+
+TEST_F(ReadOnlyRootProcess, MissingReadOnlyRootIsLeftOutAndSaid) {
+  const ChildOutcome child = expect_child_ok(
+      "compiles_once",
+      {env("CUJIT_CACHE_DIR", work_ / "writable"), env("CUJIT_CACHE_READONLY_DIRS", work_ / "nope"), "CUJIT_LOG=info"});
+  EXPECT_EQ(count_lines_with(child.log, "read-only cache root left out"), 1u) << child.log;
+}
+
 // ---------------------------------------------------------------------------
 // The children (registered only when CUJIT_FAULT_CHILD is set).
 
@@ -647,6 +754,12 @@ class ChildTest : public ::testing::Test {
       note = refused();
     } else if (mode_ == "store_fails") {
       note = store_fails();
+    } else if (mode_ == "served_from_cache") {
+      note = served_from_cache();
+    } else if (mode_ == "read_only_refused") {
+      note = read_only_refused();
+    } else if (mode_ == "compiles_once") {
+      note = compiles_once();
     } else {
       FAIL() << "unknown child mode " << mode_;
     }
@@ -712,6 +825,53 @@ class ChildTest : public ::testing::Test {
       }
     }
     EXPECT_EQ(jit::stats().nvrtc_compiles, 4);
+    return status;
+  }
+
+  // The attention variant is served from a disk cache root: no compile.
+  std::string served_from_cache() {
+    const std::string status = jit::cache_status();
+    try {
+      const jit::CompileReport r = attention().compile();
+      EXPECT_TRUE(r.from_cache);
+      EXPECT_GT(r.registers, 0);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "compile_variant threw: " << e.what();
+    }
+    EXPECT_EQ(jit::stats().nvrtc_compiles, 0);
+    EXPECT_EQ(jit::stats().disk_cache_hits, 1);
+    return status;
+  }
+
+  // An untrusted read-only root: Error(Cache) from the status and the lookup, nothing compiled.
+  std::string read_only_refused() {
+    std::string message;
+    try {
+      ADD_FAILURE() << "cache_status() accepted an untrusted read-only root: " << jit::cache_status();
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::Cache) << e.what();
+      message = e.what();
+    }
+    try {
+      attention().compile();
+      ADD_FAILURE() << "compile_variant went on past an untrusted read-only root";
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::Cache) << e.what();
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+    EXPECT_EQ(jit::stats().nvrtc_compiles, 0);
+    return message;
+  }
+
+  // Nothing to serve: one compile, and the process goes on.
+  std::string compiles_once() {
+    const std::string status = jit::cache_status();
+    try {
+      EXPECT_FALSE(attention().compile().from_cache);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "compile_variant threw: " << e.what();
+    }
+    EXPECT_EQ(jit::stats().nvrtc_compiles, 1);
     return status;
   }
 

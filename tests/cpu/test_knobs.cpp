@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <vector>
 #include <string>
 #include <thread>
 
@@ -118,4 +120,25 @@ TEST(Knobs, BoolKnobRejectsGarbageNamingTheKnob) {
   }
   // The name comes from the caller, not a fixed string.
   expect_invalid_naming("CUJIT_SOME_FLAG", "x", [] { jit::detail::parse_bool_knob("CUJIT_SOME_FLAG", "x", false); });
+}
+
+TEST(Knobs, CacheReadOnlyDirsArePathsInOrder) {
+  using jit::detail::parse_cache_read_only_dirs;
+  EXPECT_TRUE(parse_cache_read_only_dirs(nullptr).empty());
+  EXPECT_TRUE(parse_cache_read_only_dirs("").empty());
+  EXPECT_TRUE(parse_cache_read_only_dirs(":::").empty());
+  const std::vector<std::filesystem::path> dirs = parse_cache_read_only_dirs(":/opt/cache::/mnt/shared/cujit:");
+  ASSERT_EQ(dirs.size(), 2u);  // empty entries are ignored, the order kept
+  EXPECT_EQ(dirs[0], "/opt/cache");
+  EXPECT_EQ(dirs[1], "/mnt/shared/cujit");
+  EXPECT_EQ(parse_cache_read_only_dirs("/a b/c").at(0), "/a b/c");
+}
+
+TEST(Knobs, CacheReadOnlyDirsRefuseRelativePaths) {
+  for (const char* value : {"cache", "/opt/cache:rel/dir", "./cache", "~/cache"}) {
+    const std::string text = value;
+    const std::string relative = text.substr(text.find(':') == std::string::npos ? 0 : text.find(':') + 1);
+    expect_invalid_naming("CUJIT_CACHE_READONLY_DIRS", relative,
+                          [&] { (void)jit::detail::parse_cache_read_only_dirs(value); });
+  }
 }

@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +19,7 @@
 
 #include "jit/kernel_family.h"
 #include "tests/support/file_bytes.h"
+#include "tests/support/tree_snapshot.h"
 
 namespace fs = std::filesystem;
 
@@ -213,6 +216,78 @@ TEST(CujitWarmupTool, CacheTooSmallForTheSetIsAnError) {
   EXPECT_FALSE(contains(r.err, "\r")) << "a terminal's progress line in a file";
   EXPECT_FALSE(contains(r.err, "\033[K")) << "a terminal's progress line in a file";
   EXPECT_TRUE(contains(r.err, "variants for sm_80")) << r.err;  // the plain progress lines
+}
+
+// docs/serving.md's flow: warm up into X, seal X as an image layer, then a
+// new process with an empty writable root and X in CUJIT_CACHE_READONLY_DIRS
+// finds every entry there (nothing compiled, nothing written anywhere in X);
+// cujit-cache shows both roots and refuses to change X.
+TEST(CujitWarmupTool, WarmedDirectoryServesAsAReadOnlyRoot) {
+  TempDir dir;
+  const fs::path prewarmed = dir.path() / "prewarmed", writable = dir.path() / "writable";
+  const std::vector<std::string> args = {"--arch", "sm_80", "--shape", kShape, "--threads", "2", "--json"};
+  const ToolRun warm = run(kWarmup, args, {{"CUJIT_CACHE_DIR", prewarmed.string()}, {"CUJIT_DISK_CACHE", ""},
+                                           {"CUJIT_CACHE_READONLY_DIRS", ""}});
+  ASSERT_EQ(warm.status, 0) << warm.out << warm.err;
+  const jit::Json first = jit::Json::parse(warm.out);
+  const int variants = first.at("compiled").get<int>();
+  ASSERT_GT(variants, 0) << warm.out;
+  cujit_test::chmod_tree(prewarmed, 0555, 0444);
+  const cujit_test::TreeSnapshot before = cujit_test::snapshot_tree(prewarmed);
+  const std::map<std::string, std::string> serve = {{"CUJIT_CACHE_DIR", writable.string()},
+                                                    {"CUJIT_DISK_CACHE", ""},
+                                                    {"CUJIT_CACHE_READONLY_DIRS", prewarmed.string()}};
+
+  const ToolRun again = run(kWarmup, args, serve);
+  ASSERT_EQ(again.status, 0) << again.out << again.err;
+  const jit::Json second = jit::Json::parse(again.out);
+  EXPECT_EQ(second.at("compiled"), 0) << again.out;
+  EXPECT_EQ(second.at("cached"), variants) << again.out;
+  EXPECT_EQ(second.at("not_kept"), 0) << again.out;
+  EXPECT_FALSE(fs::exists(writable / "cubin")) << "a read-only hit was copied into the writable root";
+
+  const ToolRun stats = run(kCache, {"stats", "--json"}, serve);
+  ASSERT_EQ(stats.status, 0) << stats.err;
+  const jit::Json s = jit::Json::parse(stats.out);
+  EXPECT_EQ(s.at("dir"), writable.string());
+  EXPECT_EQ(s.at("read_only"), false);
+  EXPECT_EQ(s.at("cubins"), 0);
+  ASSERT_EQ(s.at("read_only_roots").size(), 1u) << stats.out;
+  EXPECT_EQ(s.at("read_only_roots")[0].at("dir"), prewarmed.string());
+  EXPECT_EQ(s.at("read_only_roots")[0].at("read_only"), true);
+  EXPECT_EQ(s.at("read_only_roots")[0].at("cubins"), variants);
+  const ToolRun text = run(kCache, {"stats"}, serve);
+  EXPECT_TRUE(contains(text.out, "read-only    " + prewarmed.string())) << text.out;
+  const ToolRun ls = run(kCache, {"ls"}, serve);
+  EXPECT_TRUE(contains(ls.out, fmt::format("{} entries in {} (read-only)", variants, prewarmed.string()))) << ls.out;
+  EXPECT_EQ(run(kCache, {"verify"}, serve).status, 0);
+
+  const ToolRun clear = run(kCache, {"--dir", prewarmed.string(), "clear"}, serve);
+  EXPECT_NE(clear.status, 0);
+  EXPECT_TRUE(contains(clear.err, "read-only cache root")) << clear.err;
+  const ToolRun prune = run(kCache, {"--dir", prewarmed.string(), "prune", "--max-bytes", "1"}, serve);
+  EXPECT_NE(prune.status, 0);
+  EXPECT_EQ(run(kCache, {"clear"}, serve).status, 0);  // the writable root only
+  EXPECT_EQ(cujit_test::snapshot_tree(prewarmed), before) << "the read-only root was changed";
+  cujit_test::chmod_tree(prewarmed, 0700, 0600);  // removable again
+}
+
+// verify reads a read-only root and reports a bad entry there, never removing it.
+TEST(CujitCacheTool, VerifyReportsABadEntryOfAReadOnlyRootAndLeavesIt) {
+  TempDir dir;
+  const fs::path ro = dir.path() / "ro";
+  const fs::path entry = ro / "cubin" / "aa" / (std::string(64, 'a') + ".cubin");
+  fs::create_directories(entry.parent_path());
+  cujit_test::spit(entry, "not an entry");
+  cujit_test::chmod_tree(ro, 0555, 0444);
+  const cujit_test::TreeSnapshot before = cujit_test::snapshot_tree(ro);
+  const ToolRun r = run(kCache, {"verify"}, {{"CUJIT_CACHE_DIR", (dir.path() / "w").string()},
+                                             {"CUJIT_DISK_CACHE", ""},
+                                             {"CUJIT_CACHE_READONLY_DIRS", ro.string()}});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_TRUE(contains(r.out, "read-only root: left as it is")) << r.out;
+  EXPECT_EQ(cujit_test::snapshot_tree(ro), before);
+  cujit_test::chmod_tree(ro, 0700, 0600);  // removable again
 }
 
 TEST(CujitWarmupTool, RefusesAnEmptyArchListAndZeroThreads) {
