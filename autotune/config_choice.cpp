@@ -3,6 +3,7 @@
 #include "autotune/config_choice.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -41,6 +42,7 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
   TuneHooks loop;
   loop.variant_name = [&](const Json& config) { return family.variant_name(spec, config); };
   loop.compile = hooks.compile;
+  loop.tile_class = tile_class;
   loop.time_us = [&](const Json& config) {
     const std::function<void()> run = hooks.runner(config);
     // One of kTimingRounds samples: a third of time_on_stream's usual budget.
@@ -57,6 +59,10 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
     for (const auto& c : result.candidates) why += fmt::format("\n  {}: {}", c.variant, c.error);
     throw NoRunnableCandidate(fmt::format("no candidate of {} could run for {}:{}", family.name(), spec.dump(), why));
   }
+  for (const Retimed& r : result.retimed) {
+    log.info_line("  re-timed {}: {}; dropped [{:.1f}], kept [{:.1f}] us", r.variant, r.reason,
+                  fmt::join(r.discarded_us, ", "), fmt::join(r.kept_us, ", "));
+  }
   const TimedCandidate& best = result.candidates[*result.winner];
   log.info_line("tuned {}: {} at {:.1f} us ({} timed now, {} reused)", key.dump(), best.variant, best.median_us,
                 result.timed, int(result.candidates.size()) - result.compiled);
@@ -70,7 +76,7 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
     // A record that cannot be written costs a re-tune in the next process,
     // never this call.
     try {
-      cache::TuningDb(*context.cache_root).store(key, make_record(all, best.config));
+      cache::TuningDb(*context.cache_root).store(key, make_record(all, best.config, result.retimed));
     } catch (const cache::UntrustedCacheDir&) {
       throw;
     } catch (const cache::CacheError& e) {

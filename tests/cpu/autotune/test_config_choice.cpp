@@ -169,6 +169,32 @@ TEST_F(ConfigChoice, FrozenAndCaptureNeverTimeAndCaptureIsNotMemoized) {
   EXPECT_EQ(tuning_runs, 1);
 }
 
+// A candidate timed in a bad moment (config 3's first two samples 4x slow)
+// is re-timed before it can lose, and the stored record says so.
+TEST_F(ConfigChoice, RetimedCandidatesAreKeptInTheRecord) {
+  const FakeFamily family("retimed_family");
+  jit::autotune::ChoiceHooks h = hooks();
+  std::map<int, int> samples;  // the runner is asked for once per sample
+  h.runner = [this, &samples](const Json& config) -> std::function<void()> {
+    const int id = config.at("id");
+    const bool disturbed = id == 3 && samples[id]++ < 2;
+    return [this, id, disturbed] { clock.next_us = id == 3 ? (disturbed ? 2.0 : 0.5) : 1.0; };
+  };
+  const jit::autotune::ChoiceContext c = context(Mode::full);
+  EXPECT_EQ(jit::autotune::choose_config(family, spec_, bucket_, c, h), (Json{{"id", 3}}));
+  const std::optional<Json> record =
+      jit::cache::TuningDb(tmp_).load(jit::autotune::tune_key(family, spec_, bucket_, c));
+  ASSERT_TRUE(record.has_value());
+  ASSERT_TRUE(record->contains("retimed")) << record->dump();
+  ASSERT_EQ(record->at("retimed").size(), 1u);
+  const Json& r = record->at("retimed")[0];
+  EXPECT_EQ(r.at("config"), (Json{{"id", 3}}));
+  EXPECT_EQ(r.at("variant"), "retimed_family_3");
+  EXPECT_EQ(r.at("discarded_us"), (Json{2.0, 2.0, 0.5}));
+  EXPECT_EQ(r.at("kept_us"), (Json{0.5, 0.5, 0.5}));
+  EXPECT_TRUE(logged("re-timed retimed_family_3"));
+}
+
 TEST_F(ConfigChoice, NoRunnableCandidateNamesEachFailure) {
   const FakeFamily family("broken_family");
   jit::autotune::ChoiceHooks h = hooks();
