@@ -195,6 +195,51 @@ TEST_F(ConfigChoice, RetimedCandidatesAreKeptInTheRecord) {
   EXPECT_TRUE(logged("re-timed retimed_family_3"));
 }
 
+// CUJIT_AUTOTUNE=background's first look: nothing is compiled or timed; a
+// config is known from the memo or a record that timed every candidate.
+TEST_F(ConfigChoice, KnownConfigNeverTunes) {
+  const FakeFamily family("known_family");
+  const jit::autotune::ChoiceContext c = context(Mode::full);
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, c, hooks()), std::nullopt);
+  EXPECT_TRUE(compiled.empty());
+  EXPECT_TRUE(timed.empty());
+  EXPECT_EQ(tuning_runs, 0);
+  choose(family, Mode::full);  // what the worker does
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, c, hooks()), (Json{{"id", 3}}));  // the memo
+  // Another context: the record settles it.
+  int other_context = 0;
+  jit::autotune::ChoiceContext other = c;
+  other.context = &other_context;
+  compiled.clear();
+  timed.clear();
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, other, hooks()), (Json{{"id", 3}}));
+  EXPECT_EQ(db_hits, 1);
+  // A record that lacks a candidate does not: tuning would time it.
+  const Json key = jit::autotune::tune_key(family, spec_, bucket_, c);
+  Json record = *jit::cache::TuningDb(tmp_).load(key);
+  record["candidates"].erase(record["candidates"].begin());
+  jit::cache::TuningDb(tmp_).store(key, record);
+  int third_context = 0;
+  other.context = &third_context;
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, other, hooks()), std::nullopt);
+  EXPECT_TRUE(compiled.empty());
+  EXPECT_TRUE(timed.empty());
+}
+
+// A background tuning at process exit gives up: no record, no memo, and the
+// next choice tunes in full.
+TEST_F(ConfigChoice, CancelledTuningKeepsNothing) {
+  const FakeFamily family("cancelled_family");
+  jit::autotune::ChoiceHooks h = hooks();
+  h.cancelled = [this] { return compiled.size() >= 2; };
+  const jit::autotune::ChoiceContext c = context(Mode::full);
+  EXPECT_THROW(jit::autotune::choose_config(family, spec_, bucket_, c, h), jit::autotune::TuningCancelled);
+  EXPECT_TRUE(timed.empty());
+  EXPECT_FALSE(jit::cache::TuningDb(tmp_).load(jit::autotune::tune_key(family, spec_, bucket_, c)).has_value());
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, c, hooks()), std::nullopt);
+  EXPECT_EQ(choose(family, Mode::full), (Json{{"id", 3}}));
+}
+
 TEST_F(ConfigChoice, NoRunnableCandidateNamesEachFailure) {
   const FakeFamily family("broken_family");
   jit::autotune::ChoiceHooks h = hooks();
