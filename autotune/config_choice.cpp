@@ -198,21 +198,25 @@ void memo_store(const std::string& slot, const Json& config) {
   std::lock_guard lock(memo().mutex);
   memo().chosen[slot] = config;
 }
+std::string memo_slot(const ChoiceContext& context, const Json& key) {
+  return fmt::format("{}/{}", context.context, key.dump());
+}
 
 }  // namespace
 
 std::string memo_key(const KernelFamily& family, const Json& spec, const Json& bucket, const ChoiceContext& context) {
-  return fmt::format("{}/{}", context.context, tune_key(family, spec, bucket, context).dump());
+  return memo_slot(context, tune_key(family, spec, bucket, context));
 }
 
 Json choose_config(const KernelFamily& family, const Json& spec, const Json& bucket, const ChoiceContext& context,
                    const ChoiceHooks& hooks) {
   const Json key = tune_key(family, spec, bucket, context);
-  const std::string slot = fmt::format("{}/{}", context.context, key.dump());
+  const std::string slot = memo_slot(context, key);
   // One tuning at a time in this process: other threads asking for a key
-  // being tuned wait for its result instead of timing it again.
-  static std::mutex tuning;
-  std::lock_guard lock(tuning);
+  // being tuned wait for its result instead of timing it again. Never
+  // destroyed: a background tuning may hold it during static destruction.
+  static auto* tuning = new std::mutex();
+  std::lock_guard lock(*tuning);
   if (std::optional<Json> known = memo_find(slot)) return *known;
   Json chosen = choose_uncached(family, spec, key, context, hooks);
   // A choice made during graph capture is not final: the first call
@@ -224,7 +228,7 @@ Json choose_config(const KernelFamily& family, const Json& spec, const Json& buc
 std::optional<Json> known_config(const KernelFamily& family, const Json& spec, const Json& bucket,
                                  const ChoiceContext& context, const ChoiceHooks& hooks) {
   const Json key = tune_key(family, spec, bucket, context);
-  const std::string slot = fmt::format("{}/{}", context.context, key.dump());
+  const std::string slot = memo_slot(context, key);
   if (std::optional<Json> known = memo_find(slot)) return known;
   if (context.mode == Mode::off) return family.default_config(spec, context.target);
   const PrunedSpace space = prune_space(family, spec, context.target);
