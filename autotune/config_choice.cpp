@@ -3,6 +3,7 @@
 #include "autotune/config_choice.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <map>
@@ -38,10 +39,18 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
   log.info_line("tuning {} {} on {}: timing {} configs ({} pruned, {} timed before), compiling on {} threads",
                 family.name(), spec.dump(), context.target.device_name, candidates.size(), pruned, previous.size(),
                 context.compile_threads);
+  auto give_up_if_cancelled = [&] {
+    if (hooks.cancelled && hooks.cancelled()) throw TuningCancelled("tuning cancelled: the process is exiting");
+  };
   TuneHooks loop;
   loop.variant_name = [&](const Json& config) { return family.variant_name(spec, config); };
-  loop.compile = hooks.compile;
+  loop.compile = [&](const Json& config) {
+    give_up_if_cancelled();
+    hooks.compile(config);
+  };
+  loop.tile_class = tile_class;
   loop.time_us = [&](const Json& config) {
+    give_up_if_cancelled();
     const std::function<void()> run = hooks.runner(config);
     // One of kTimingRounds samples: a third of time_on_stream's usual budget.
     TimingOptions options;
@@ -52,11 +61,16 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
     return us;
   };
   const TuneResult result = run_tuning(candidates, loop, previous, context.compile_threads);
+  give_up_if_cancelled();  // what was timed is incomplete: keep none of it
   if (hooks.count_tuning_run) hooks.count_tuning_run();
   if (!result.winner) {
     std::string why;
     for (const auto& c : result.candidates) why += fmt::format("\n  {}: {}", c.variant, c.error);
     throw NoRunnableCandidate(fmt::format("no candidate of {} could run for {}:{}", family.name(), spec.dump(), why));
+  }
+  for (const Retimed& r : result.retimed) {
+    log.info_line("  re-timed {}: {}; dropped [{:.1f}], kept [{:.1f}] us", r.variant, r.reason,
+                  fmt::join(r.discarded_us, ", "), fmt::join(r.kept_us, ", "));
   }
   const TimedCandidate& best = result.candidates[*result.winner];
   log.info_line("tuned {}: {} at {:.1f} us ({} timed now, {} reused)", key.dump(), best.variant, best.median_us,
@@ -71,7 +85,7 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
     // A record that cannot be written costs a re-tune in the next process,
     // never this call.
     try {
-      cache::TuningDb(*context.cache_root).store(key, make_record(all, best.config));
+      cache::TuningDb(*context.cache_root).store(key, make_record(all, best.config, result.retimed));
     } catch (const cache::UntrustedCacheDir&) {
       throw;
     } catch (const cache::CacheError& e) {
@@ -167,21 +181,73 @@ Json tune_key(const KernelFamily& family, const Json& spec, const Json& bucket, 
           {"nvrtc", context.nvrtc_version}};
 }
 
+namespace {
+
+// This process's choices, per CUDA context and tune key. Its own mutex is
+// held only to read or write it, never while tuning.
+struct Memo {
+  std::mutex mutex;
+  std::map<std::string, Json> chosen;
+};
+Memo& memo() {
+  static auto* memo = new Memo();  // never destroyed: a background tuning may outlive static destruction
+  return *memo;
+}
+std::optional<Json> memo_find(const std::string& slot) {
+  std::lock_guard lock(memo().mutex);
+  if (auto it = memo().chosen.find(slot); it != memo().chosen.end()) return it->second;
+  return std::nullopt;
+}
+void memo_store(const std::string& slot, const Json& config) {
+  std::lock_guard lock(memo().mutex);
+  memo().chosen[slot] = config;
+}
+std::string memo_slot(const ChoiceContext& context, const Json& key) {
+  return fmt::format("{}/{}", context.context, key.dump());
+}
+
+}  // namespace
+
+std::string memo_key(const KernelFamily& family, const Json& spec, const Json& bucket, const ChoiceContext& context) {
+  return memo_slot(context, tune_key(family, spec, bucket, context));
+}
+
 Json choose_config(const KernelFamily& family, const Json& spec, const Json& bucket, const ChoiceContext& context,
                    const ChoiceHooks& hooks) {
   const Json key = tune_key(family, spec, bucket, context);
-  const std::string memo_key = fmt::format("{}/{}", context.context, key.dump());
+  const std::string slot = memo_slot(context, key);
   // One tuning at a time in this process: other threads asking for a key
-  // being tuned wait for its result instead of timing it again.
-  static std::mutex mutex;
-  static auto* memo = new std::map<std::string, Json>();
-  std::lock_guard lock(mutex);
-  if (auto it = memo->find(memo_key); it != memo->end()) return it->second;
+  // being tuned wait for its result instead of timing it again. Never
+  // destroyed: a background tuning may hold it during static destruction.
+  static auto* tuning = new std::mutex();
+  std::lock_guard lock(*tuning);
+  if (std::optional<Json> known = memo_find(slot)) return *known;
   Json chosen = choose_uncached(family, spec, key, context, hooks);
   // A choice made during graph capture is not final: the first call
   // outside a capture may still tune.
-  if (!context.capturing) (*memo)[memo_key] = chosen;
+  if (!context.capturing) memo_store(slot, chosen);
   return chosen;
+}
+
+std::optional<Json> known_config(const KernelFamily& family, const Json& spec, const Json& bucket,
+                                 const ChoiceContext& context, const ChoiceHooks& hooks) {
+  const Json key = tune_key(family, spec, bucket, context);
+  const std::string slot = memo_slot(context, key);
+  if (std::optional<Json> known = memo_find(slot)) return known;
+  if (context.mode == Mode::off) return family.default_config(spec, context.target);
+  const PrunedSpace space = prune_space(family, spec, context.target);
+  std::vector<TimedCandidate> previous;
+  const std::optional<Json> winner = recorded_winner(context, key, space.kept, previous, hooks.log);
+  if (!winner) return std::nullopt;
+  for (const Json& c : candidates_for(family, spec, context, space.kept)) {
+    if (std::none_of(previous.begin(), previous.end(), [&](const auto& p) { return p.config == c; })) {
+      return std::nullopt;  // the record lacks a candidate: tuning would time it
+    }
+  }
+  if (hooks.count_db_hit) hooks.count_db_hit();
+  hooks.log.debug_line("tuning DB hit for {}: {}", key.dump(), family.variant_name(spec, *winner));
+  if (!context.capturing) memo_store(slot, *winner);
+  return winner;
 }
 
 }  // namespace jit::autotune

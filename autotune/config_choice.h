@@ -47,10 +47,19 @@ struct ChoiceHooks {
   EventClock* clock = nullptr;
   TuningLog log;
   std::function<void()> count_tuning_run, count_db_hit;
+  // When set and true, a tuning run gives up between compiles and timings
+  // and throws TuningCancelled, storing and memoizing nothing (a background
+  // tuning at process exit).
+  std::function<bool()> cancelled;
 };
 
 // No candidate could be compiled and timed; the message lists why, per variant.
 class NoRunnableCandidate : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class TuningCancelled : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -61,5 +70,18 @@ Json tune_key(const KernelFamily& family, const Json& spec, const Json& bucket, 
 // Throws NoRunnableCandidate, cache::CacheError, or what a hook throws.
 Json choose_config(const KernelFamily& family, const Json& spec, const Json& bucket, const ChoiceContext& context,
                    const ChoiceHooks& hooks);
+
+// The config when it is known without compiling or timing anything: this
+// process's memo, the default under Mode::off, or a tuning record whose
+// winner is still kept and which timed every candidate; else nullopt (a
+// tuning run is needed). Never waits for a tuning in progress: what
+// CUJIT_AUTOTUNE=background asks on a first call. Uses only `hooks.log`
+// and `hooks.count_db_hit`.
+std::optional<Json> known_config(const KernelFamily& family, const Json& spec, const Json& bucket,
+                                 const ChoiceContext& context, const ChoiceHooks& hooks);
+
+// The key under which this process keeps a choice (and runs at most one
+// background tuning): the CUDA context and the tune key.
+std::string memo_key(const KernelFamily& family, const Json& spec, const Json& bucket, const ChoiceContext& context);
 
 }  // namespace jit::autotune

@@ -4,7 +4,40 @@
 #include <atomic>
 #include <thread>
 
+#include "autotune/outliers.h"
+
 namespace jit::autotune {
+namespace {
+
+// Re-times, once each, the fresh candidates whose first samples are not to
+// be believed (autotune/outliers.h): their samples are dropped and
+// kTimingRounds new ones taken, which count whatever they say.
+template <class TimeRounds>
+void retime_outliers(TuneResult& result, const std::vector<std::size_t>& fresh,
+                     std::vector<std::vector<double>>& samples, const TuneHooks& hooks, TimeRounds& time_rounds) {
+  std::vector<SampledCandidate> sampled(result.candidates.size());
+  for (std::size_t i = 0; i < sampled.size(); ++i) {
+    const TimedCandidate& c = result.candidates[i];
+    sampled[i].tile_class = hooks.tile_class ? hooks.tile_class(c.config) : c.variant;
+    if (!c.error.empty()) continue;
+    sampled[i].samples = samples[i];
+    sampled[i].median_us = c.median_us;
+  }
+  std::vector<std::size_t> suspects;
+  for (std::size_t i : fresh) {
+    if (std::optional<std::string> why = why_retime(sampled, i)) {
+      const TimedCandidate& c = result.candidates[i];
+      result.retimed.push_back(Retimed{c.config, c.variant, std::move(*why), std::move(samples[i]), {}});
+      samples[i].clear();
+      suspects.push_back(i);
+    }
+  }
+  if (suspects.empty()) return;
+  time_rounds(suspects, kTimingRounds);
+  for (std::size_t k = 0; k < suspects.size(); ++k) result.retimed[k].kept_us = samples[suspects[k]];
+}
+
+}  // namespace
 
 void parallel_for(std::size_t n, unsigned threads, const std::function<void(std::size_t)>& fn) {
   threads = std::max(1u, std::min<unsigned>(threads, unsigned(n)));
@@ -67,6 +100,7 @@ TuneResult run_tuning(const std::vector<nlohmann::json>& configs, const TuneHook
     }
   };
   time_rounds(fresh, kTimingRounds);
+  retime_outliers(result, fresh, samples, hooks, time_rounds);
 
   // The playoff: fresh candidates near the fastest (which may be a reused one).
   double best = 0;

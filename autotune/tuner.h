@@ -13,6 +13,17 @@
 // kMaxFinalists of them, fastest first), are timed kPlayoffRounds more
 // times in the same alternating order, and their time is the median of all
 // their samples. Candidates far from the fastest cost no extra time.
+//
+// Before the playoff picks finalists, a fresh candidate whose samples are
+// not to be believed (they spread widely, or its time is far from its tile
+// class's: autotune/outliers.h) is re-timed: its samples are dropped and
+// kTimingRounds new ones taken, in the same alternating rounds over all the
+// suspects. A candidate is re-timed at most once per tuning run and the new
+// samples count whatever they say, so an honestly slow config (or class) is
+// never re-timed again, and the extra cost is bounded: at most kTimingRounds
+// more samples per fresh candidate, i.e. at worst the first pass twice over
+// (on a quiet GPU, nothing). TuneResult::retimed says which candidates were
+// re-timed, why, and the samples dropped and kept; the tuning record keeps it.
 #pragma once
 #include <functional>
 #include <string>
@@ -20,6 +31,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autotune/outliers.h"
 #include "autotune/selection.h"
 
 namespace jit::autotune {
@@ -34,9 +46,12 @@ struct TuneHooks {
   // Must be thread-safe: called from several threads at once. Throws on failure.
   std::function<void(const nlohmann::json& config)> compile;
   // Called on the calling thread only: kTimingRounds times per candidate,
-  // kPlayoffRounds more per finalist.
+  // kTimingRounds more per re-timed one, kPlayoffRounds more per finalist.
   // Returns one sample: a median time in microseconds.
   std::function<double(const nlohmann::json& config)> time_us;
+  // The config's tile class (autotune::tile_class for the families in the
+  // tree); unset, each candidate is its own class.
+  std::function<std::string(const nlohmann::json& config)> tile_class;
 };
 
 struct TuneResult {
@@ -44,6 +59,7 @@ struct TuneResult {
   std::optional<std::size_t> winner;
   int compiled = 0;  // candidates that needed the compile hook
   int timed = 0;     // candidates that were timed now (not reused)
+  std::vector<Retimed> retimed;  // in the order they were found
 };
 
 TuneResult run_tuning(const std::vector<nlohmann::json>& configs, const TuneHooks& hooks,

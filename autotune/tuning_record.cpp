@@ -8,7 +8,19 @@
 
 namespace jit::autotune {
 
-nlohmann::json make_record(const std::vector<TimedCandidate>& candidates, const nlohmann::json& winner) {
+namespace {
+
+// Finite samples only: JSON has no infinity or NaN.
+nlohmann::json sample_list(const std::vector<double>& samples) {
+  nlohmann::json list = nlohmann::json::array();
+  for (double us : samples) list.push_back(std::isfinite(us) ? nlohmann::json(us) : nlohmann::json(nullptr));
+  return list;
+}
+
+}  // namespace
+
+nlohmann::json make_record(const std::vector<TimedCandidate>& candidates, const nlohmann::json& winner,
+                           const std::vector<Retimed>& retimed) {
   nlohmann::json list = nlohmann::json::array();
   for (const TimedCandidate& c : candidates) {
     nlohmann::json entry = {{"config", c.config}, {"variant", c.variant}};
@@ -21,7 +33,15 @@ nlohmann::json make_record(const std::vector<TimedCandidate>& candidates, const 
     }
     list.push_back(std::move(entry));
   }
-  return {{"winner", winner}, {"candidates", std::move(list)}};
+  nlohmann::json record = {{"winner", winner}, {"candidates", std::move(list)}};
+  for (const Retimed& r : retimed) {
+    record["retimed"].push_back({{"config", r.config},
+                                 {"variant", r.variant},
+                                 {"reason", r.reason},
+                                 {"discarded_us", sample_list(r.discarded_us)},
+                                 {"kept_us", sample_list(r.kept_us)}});
+  }
+  return record;
 }
 
 std::optional<std::vector<TimedCandidate>> record_candidates(const nlohmann::json& record, std::string* why) {

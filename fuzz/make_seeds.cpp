@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   // fuzz_knobs: mode % 8 picks the knob, the rest is its value.
   {
     Corpus c(out, "knobs");
-    const char* const values[8][3] = {{"info", "debug", "loud"},  {"fast", "frozen", "FULL"},
+    const char* const values[8][3] = {{"info", "debug", "loud"},  {"background", "frozen", "FULL"},
                                       {"sm90", "auto", "sm100"},  {"rows", "heads", "cols"},
                                       {"16", "0", "99999999999"}, {"1", "off", "yes"},
                                       {"4G", "512m", "16777216T"}, {"/opt/a::/b", "rel:/x", ":"}};

@@ -29,7 +29,10 @@ struct AttentionOptions {
 /// with a contiguous last dimension. Hq must be a multiple of Hkv (GQA/MQA).
 /// A query row that sees no key (causal, bottom-right, Sq > Sk) gets zeros and
 /// an LSE of -inf. The first call for a new shape class compiles and tunes;
-/// later calls and processes reuse the result.
+/// later calls and processes reuse the result. With CUJIT_AUTOTUNE=background
+/// the first call runs at once on the default config while the tuning runs
+/// on a worker thread, and later calls take the winner once it is ready (so
+/// the config, and the low bits of the result, can change between calls).
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const AttentionOptions& options = {});
 
@@ -46,5 +49,10 @@ struct AttentionPlan {
 };
 AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                              const AttentionOptions& options = {});
+
+/// CUJIT_AUTOTUNE=background: blocks until every tuning started so far has
+/// finished; the next call of each of their shapes then runs the winner.
+/// Returns at once when none was started (and in the other modes).
+void wait_for_background_tuning();
 
 }  // namespace jit

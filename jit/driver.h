@@ -44,6 +44,7 @@ namespace jit::detail {
   X(cuStreamDestroy)              \
   X(cuStreamSynchronize)          \
   X(cuStreamIsCapturing)          \
+  X(cuThreadExchangeStreamCaptureMode) \
   X(cuStreamGetId)                \
   X(cuStreamBeginCapture)         \
   X(cuStreamEndCapture)           \

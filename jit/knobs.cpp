@@ -53,7 +53,8 @@ AutotuneMode parse_autotune_mode(const char* value) {
                                     {{"full", AutotuneMode::full},
                                      {"fast", AutotuneMode::fast},
                                      {"off", AutotuneMode::off},
-                                     {"frozen", AutotuneMode::frozen}});
+                                     {"frozen", AutotuneMode::frozen},
+                                     {"background", AutotuneMode::background}});
 }
 
 std::string parse_family_name(const char* value) {

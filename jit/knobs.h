@@ -8,6 +8,8 @@
 //                     off: use the heuristic default config, compiling it if needed
 //                     frozen: never benchmark, never compile: the tuning DB's winner or the default,
 //                             from the disk cache only (a missing binary is an error naming cujit-warmup)
+//                     background: a new shape class runs at once on the default config while `full`
+//                             tuning runs on a worker thread; later calls take the winner when ready
 //   CUJIT_DISK_CACHE  1 (default) | 0: keep compiled binaries and tuning records on disk
 //   CUJIT_CACHE_MAX_BYTES  size bound of the disk cache (cubin/ + tuning/): bytes, or with a
 //                     K/M/G/T suffix (binary: "512M", "4G"); default 4G. After each store over the
@@ -37,7 +39,7 @@
 namespace jit::detail {
 
 enum class LogLevel { off = 0, info = 1, debug = 2 };
-enum class AutotuneMode { full, fast, off, frozen };
+enum class AutotuneMode { full, fast, off, frozen, background };
 enum class TileOrderChoice { automatic, heads_first, rows_first };
 
 struct Knobs {

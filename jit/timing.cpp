@@ -37,13 +37,13 @@ double CudaEventClock::elapsed_us(int pair) {
 }
 void CudaEventClock::flush_l2() {
   if (!scrub_ && !scrub_failed_) {
+    const std::size_t bytes = scrub_spec_.bytes != 0 ? scrub_spec_.bytes : tuning_scrub_bytes();
     try {
-      scrub_.emplace(scrub_spec_.kind, scrub_spec_.bytes);
+      scrub_.emplace(scrub_spec_.kind, bytes);
     } catch (const Error& e) {
       if (!scrub_spec_.best_effort) throw;
       scrub_failed_ = true;
-      log_info("timing without an L2 scrub: its {} MiB buffer could not be had ({})", scrub_spec_.bytes >> 20,
-               e.what());
+      log_info("timing without an L2 scrub: its {} MiB buffer could not be had ({})", bytes >> 20, e.what());
     }
   }
   if (scrub_) scrub_->run(reinterpret_cast<Stream>(stream_));

@@ -35,7 +35,7 @@ class CudaEventClock final : public autotune::EventClock {
   // what the tuner wants inside a process that holds most of the GPU's memory.
   struct ScrubSpec {
     L2Flush kind = L2Flush::overwrite;
-    std::size_t bytes = L2Scrubber::kBenchmarkBytes;
+    std::size_t bytes = L2Scrubber::kBenchmarkBytes;  // 0: tuning_scrub_bytes()
     bool best_effort = false;
   };
   CudaEventClock(Stream stream, ScrubSpec scrub);

@@ -7,11 +7,20 @@
 // same size. --latency times small shapes next to the floor of the timing
 // method: empty kernels launched and timed the same way; --latency-configs
 // times every config of those shapes with and without the L2 scrub.
+// --first-call measures a new shape class's first call on an empty cache
+// directory, with CUJIT_AUTOTUNE=full (the call compiles and tunes) and
+// =background (the call runs on the default config while tuning runs
+// behind it), each in a fresh process, and the time until the tuned config
+// serves.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -23,6 +32,8 @@
 #include "jit/warmup.h"
 #include "tools/launch_floor.h"
 #include "tools/tool_message.h"
+
+extern char** environ;
 
 namespace {
 
@@ -253,6 +264,76 @@ int run_latency_configs(const std::string& csv_path) {
   return 0;
 }
 
+// ---------------------------------------------------------------------------
+// First call of a new shape class, cold (empty cache directory, new process).
+
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// In the child: one shape, this process's CUJIT_AUTOTUNE. Prints one row.
+int run_first_call_child(const std::string& shape_text) {
+  const jit::AttentionShape s = jit::parse_attention_shape(shape_text);
+  const BenchTensors tensors = bench_tensors(s);
+  const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
+  jit::AttentionOptions options;
+  options.causal = s.causal;
+  jit::current_target();  // the context exists before the clock starts: a user's would
+  const auto start = std::chrono::steady_clock::now();
+  jit::attention(q, k, v, out, options);
+  jit::synchronize(nullptr);
+  const double first_ms = ms_since(start);
+  const long long first_compiles = jit::stats().nvrtc_compiles;
+  const std::string first_variant = jit::plan_attention(q, k, v, out, options).variant;
+  // Background: the tuned config serves from the first call after the tuning ends.
+  jit::wait_for_background_tuning();
+  jit::attention(q, k, v, out, options);
+  jit::synchronize(nullptr);
+  const double tuned_ms = ms_since(start);
+  const std::string tuned_variant = jit::plan_attention(q, k, v, out, options).variant;
+  const char* mode = std::getenv("CUJIT_AUTOTUNE");
+  fmt::print("{:10} {:24} | {:13.0f} {:15} | {:16.0f} | {} -> {}\n", mode ? mode : "full", shape_text, first_ms,
+             first_compiles, tuned_ms, first_variant, tuned_variant);
+  std::fflush(stdout);
+  return 0;
+}
+
+// In the parent: each shape in each mode, a fresh process and cache directory.
+int run_first_call(const std::vector<std::string>& shape_texts, const char* self) {
+  const std::vector<std::string> shapes = shape_texts.empty() ? std::vector<std::string>{"1,16,1024,64,f16,0"} : shape_texts;
+  fmt::print("{:10} {:24} | {:>13} {:>15} | {:>16} | {}\n", "mode", "shape", "first call ms", "compiles by then",
+             "tuned serves ms", "variant first -> tuned");
+  std::fflush(stdout);
+  int failures = 0;
+  for (const std::string& shape : shapes) {
+    for (const char* mode : {"full", "background"}) {
+      char pattern[] = "/tmp/cujit-first-call-XXXXXX";
+      if (mkdtemp(pattern) == nullptr) throw std::runtime_error("mkdtemp failed");
+      std::vector<std::string> env_text = {std::string("CUJIT_AUTOTUNE=") + mode,
+                                           std::string("CUJIT_CACHE_DIR=") + pattern};
+      for (char** e = environ; *e != nullptr; ++e) {
+        const std::string_view entry(*e);
+        if (!entry.starts_with("CUJIT_AUTOTUNE=") && !entry.starts_with("CUJIT_CACHE_DIR=")) env_text.emplace_back(entry);
+      }
+      std::vector<char*> envp;
+      for (std::string& text : env_text) envp.push_back(text.data());
+      envp.push_back(nullptr);
+      std::string arg0 = self, flag = "--first-call-child", arg = shape;
+      char* argv[] = {arg0.data(), flag.data(), arg.data(), nullptr};
+      pid_t pid = 0;
+      int status = 1;
+      if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0 ||
+          waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        std::cerr << "cujit-bench: the " << mode << " run of " << shape << " failed\n";
+        ++failures;
+      }
+      std::error_code ignored;
+      std::filesystem::remove_all(pattern, ignored);
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -276,6 +357,13 @@ int main(int argc, char** argv) {
   bool latency_configs = false;
   app.add_flag("--latency-configs", latency_configs,
                "instead of the grid: every config of the small shapes, scrubbed and warm (CSV: --latency-csv)");
+  bool first_call = false;
+  app.add_flag("--first-call", first_call,
+               "instead of the grid: a new shape class's first call on an empty cache, CUJIT_AUTOTUNE=full against "
+               "background, each in a fresh process, and when the tuned config serves (shapes: --shape; default "
+               "1,16,1024,64,f16,0)");
+  std::string first_call_child;
+  app.add_option("--first-call-child", first_call_child)->group("");  // what --first-call runs in each process
   CLI11_PARSE(app, argc, argv);
   try {
     if (!jit::gpu_present()) {
@@ -285,6 +373,8 @@ int main(int argc, char** argv) {
     if (host_overhead) return run_host_overhead(host_overhead_csv);
     if (latency) return run_latency(latency_csv);
     if (latency_configs) return run_latency_configs(latency_csv);
+    if (!first_call_child.empty()) return run_first_call_child(first_call_child);
+    if (first_call) return run_first_call(shape_texts, argv[0]);
     std::vector<BenchShape> shapes;
     for (const auto& text : shape_texts) shapes.push_back({"custom", jit::parse_attention_shape(text)});
     if (shapes.empty()) shapes = grid(quick);

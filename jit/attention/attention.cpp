@@ -2,15 +2,17 @@
 // tune key -> config -> plan -> launch (docs/architecture.md, "The call path").
 #include "jit/attention.h"
 
-#include <mutex>
-#include <unordered_map>
+#include <optional>
 
+#include "autotune/served_table.h"
 #include "jit/attention/attention_problem.h"
+#include "jit/attention/background_attention_tuning.h"
 #include "jit/attention/family_registry.h"
 #include "jit/attention/shape_key.h"
 #include "jit/attention/stream_workspace.h"
 #include "jit/attention/tensor_placement.h"
 #include "jit/attention/varlen/varlen_prepare.h"
+#include "jit/background_tuning.h"
 #include "jit/device.h"
 #include "jit/driver.h"
 #include "jit/error.h"
@@ -64,25 +66,51 @@ struct Launchable {
   const detail::AttentionFamily* family;
   detail::AttnPlan plan;
 };
+using ShapeTable = autotune::ServedTable<detail::ShapeKey, Launchable, detail::ShapeKeyHash>;
+
+ShapeTable& shape_table() {
+  static auto* table = new ShapeTable(4096);  // never destroyed: read until the process ends
+  return *table;
+}
+
+// Background tuning only serves plain calls: a ragged batch's candidates
+// would need the caller's cu_seqlens after the call returns.
+bool tunes_in_background(const detail::AttnProblem& problem) {
+  return detail::background_tuning_enabled() && !problem.varlen;
+}
+
+ShapeTable::Entry first_call(const detail::AttnProblem& problem, const detail::AttnTensors& t, Stream stream,
+                             const detail::DeviceInfo& device) {
+  // A config chosen during graph capture was not tuned: do not pin it.
+  const bool keep = !detail::stream_is_capturing(stream);
+  if (!tunes_in_background(problem)) {
+    const Prepared p = prepare(problem, t, stream, device.target);
+    return {{p.family, detail::load_plan(*p.family, problem, p.config, device.target)}, nullptr, keep};
+  }
+  const detail::AttentionFamily& family = detail::attention_family_for(problem, device.target);
+  const Json spec = family.spec_for(problem);
+  const Json bucket = family.bucket(problem);
+  if (std::optional<Json> known = detail::known_config(family, spec, bucket, stream)) {
+    return {{&family, detail::load_plan(family, problem, *known, device.target)}, nullptr, keep};
+  }
+  // Serve this call on the default (one compile), then tune behind it.
+  const Json fallback = family.default_config(spec, device.target);
+  ShapeTable::Entry entry{{&family, detail::load_plan(family, problem, fallback, device.target)}, nullptr, keep};
+  if (keep) entry.pending = start_background_tuning(family, spec, bucket, problem, device);
+  return entry;
+}
 
 Launchable launchable_for(const detail::AttnProblem& problem, const detail::AttnTensors& t, Stream stream,
                           const detail::DeviceInfo& device) {
-  constexpr std::size_t kMaxShapes = 4096;  // varying lengths must not grow it without bound
-  static std::mutex mutex;
-  static std::unordered_map<detail::ShapeKey, Launchable, detail::ShapeKeyHash> shapes;
   const detail::ShapeKey key{device.context, problem};
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = shapes.find(key); it != shapes.end()) return it->second;
-  }
-  const Prepared p = prepare(problem, t, stream, device.target);
-  const Launchable launchable{p.family, detail::load_plan(*p.family, problem, p.config, device.target)};
-  // A config chosen during graph capture was not tuned: do not pin it.
-  if (detail::stream_is_capturing(stream)) return launchable;
-  std::lock_guard lock(mutex);
-  if (shapes.size() >= kMaxShapes) shapes.clear();
-  shapes.emplace(key, launchable);
-  return launchable;
+  return shape_table().get(
+      key, [&] { return first_call(problem, t, stream, device); },
+      [&](const Json& winner) {
+        const detail::AttentionFamily& family = detail::attention_family_for(problem, device.target);
+        return Launchable{&family, detail::load_plan(family, problem, winner, device.target)};
+      },
+      // Loading the winner could make driver calls a capture forbids: swap after it.
+      [&] { return !detail::stream_is_capturing(stream); });
 }
 
 }  // namespace
@@ -133,6 +161,14 @@ AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const Ten
   if (problem.empty()) return {};
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, k, v, out, options.lse, device);
+  if (tunes_in_background(problem)) {
+    // What the next call runs: the winner once its tuning is done, else the default.
+    const Launchable l = launchable_for(problem, {q, k, v, out, options.lse}, options.stream, device);
+    const Json spec = l.family->spec_for(problem);
+    const Json config = detail::known_config(*l.family, spec, l.family->bucket(problem), options.stream)
+                            .value_or(l.family->default_config(spec, device.target));
+    return {l.family->name(), l.family->variant_name(spec, config), config};
+  }
   const Prepared p = prepare(problem, {q, k, v, out, options.lse}, options.stream, device.target);
   return {p.family->name(), p.family->variant_name(p.spec, p.config), p.config};
 }

@@ -53,10 +53,11 @@ TEST(Knobs, AutotuneModeDocumentedValues) {
   EXPECT_EQ(jit::detail::parse_autotune_mode(""), AutotuneMode::full);
   EXPECT_EQ(jit::detail::parse_autotune_mode("full"), AutotuneMode::full);
   EXPECT_EQ(jit::detail::parse_autotune_mode("off"), AutotuneMode::off);
+  EXPECT_EQ(jit::detail::parse_autotune_mode("background"), AutotuneMode::background);
 }
 
 TEST(Knobs, AutotuneModeRejectsGarbage) {
-  for (const char* value : {"on", "fulll", "none", "Frozen"}) {
+  for (const char* value : {"on", "fulll", "none", "Frozen", "Background", "bg"}) {
     expect_invalid_naming("CUJIT_AUTOTUNE", value, [&] { jit::detail::parse_autotune_mode(value); });
   }
 }

@@ -187,6 +187,77 @@ TEST_F(ConfigChoice, FrozenAndCaptureNeverTimeAndCaptureIsNotMemoized) {
   EXPECT_EQ(tuning_runs, 1);
 }
 
+// A candidate timed in a bad moment (config 3's first two samples 4x slow)
+// is re-timed before it can lose, and the stored record says so.
+TEST_F(ConfigChoice, RetimedCandidatesAreKeptInTheRecord) {
+  const FakeFamily family("retimed_family");
+  jit::autotune::ChoiceHooks h = hooks();
+  std::map<int, int> samples;  // the runner is asked for once per sample
+  h.runner = [this, &samples](const Json& config) -> std::function<void()> {
+    const int id = config.at("id");
+    const bool disturbed = id == 3 && samples[id]++ < 2;
+    return [this, id, disturbed] { clock.next_us = id == 3 ? (disturbed ? 2.0 : 0.5) : 1.0; };
+  };
+  const jit::autotune::ChoiceContext c = context(Mode::full);
+  EXPECT_EQ(jit::autotune::choose_config(family, spec_, bucket_, c, h), (Json{{"id", 3}}));
+  const std::optional<Json> record =
+      jit::cache::TuningDb(tmp_).load(jit::autotune::tune_key(family, spec_, bucket_, c));
+  ASSERT_TRUE(record.has_value());
+  ASSERT_TRUE(record->contains("retimed")) << record->dump();
+  ASSERT_EQ(record->at("retimed").size(), 1u);
+  const Json& r = record->at("retimed")[0];
+  EXPECT_EQ(r.at("config"), (Json{{"id", 3}}));
+  EXPECT_EQ(r.at("variant"), "retimed_family_3");
+  EXPECT_EQ(r.at("discarded_us"), (Json{2.0, 2.0, 0.5}));
+  EXPECT_EQ(r.at("kept_us"), (Json{0.5, 0.5, 0.5}));
+  EXPECT_TRUE(logged("re-timed retimed_family_3"));
+}
+
+// CUJIT_AUTOTUNE=background's first look: nothing is compiled or timed; a
+// config is known from the memo or a record that timed every candidate.
+TEST_F(ConfigChoice, KnownConfigNeverTunes) {
+  const FakeFamily family("known_family");
+  const jit::autotune::ChoiceContext c = context(Mode::full);
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, c, hooks()), std::nullopt);
+  EXPECT_TRUE(compiled.empty());
+  EXPECT_TRUE(timed.empty());
+  EXPECT_EQ(tuning_runs, 0);
+  choose(family, Mode::full);  // what the worker does
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, c, hooks()), (Json{{"id", 3}}));  // the memo
+  // Another context: the record settles it.
+  int other_context = 0;
+  jit::autotune::ChoiceContext other = c;
+  other.context = &other_context;
+  compiled.clear();
+  timed.clear();
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, other, hooks()), (Json{{"id", 3}}));
+  EXPECT_EQ(db_hits, 1);
+  // A record that lacks a candidate does not: tuning would time it.
+  const Json key = jit::autotune::tune_key(family, spec_, bucket_, c);
+  Json record = *jit::cache::TuningDb(tmp_).load(key);
+  record["candidates"].erase(record["candidates"].begin());
+  jit::cache::TuningDb(tmp_).store(key, record);
+  int third_context = 0;
+  other.context = &third_context;
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, other, hooks()), std::nullopt);
+  EXPECT_TRUE(compiled.empty());
+  EXPECT_TRUE(timed.empty());
+}
+
+// A background tuning at process exit gives up: no record, no memo, and the
+// next choice tunes in full.
+TEST_F(ConfigChoice, CancelledTuningKeepsNothing) {
+  const FakeFamily family("cancelled_family");
+  jit::autotune::ChoiceHooks h = hooks();
+  h.cancelled = [this] { return compiled.size() >= 2; };
+  const jit::autotune::ChoiceContext c = context(Mode::full);
+  EXPECT_THROW(jit::autotune::choose_config(family, spec_, bucket_, c, h), jit::autotune::TuningCancelled);
+  EXPECT_TRUE(timed.empty());
+  EXPECT_FALSE(jit::cache::TuningDb(tmp_).load(jit::autotune::tune_key(family, spec_, bucket_, c)).has_value());
+  EXPECT_EQ(jit::autotune::known_config(family, spec_, bucket_, c, hooks()), std::nullopt);
+  EXPECT_EQ(choose(family, Mode::full), (Json{{"id", 3}}));
+}
+
 TEST_F(ConfigChoice, NoRunnableCandidateNamesEachFailure) {
   const FakeFamily family("broken_family");
   jit::autotune::ChoiceHooks h = hooks();

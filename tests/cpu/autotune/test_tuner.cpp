@@ -251,3 +251,104 @@ TEST(ParallelFor, VisitsEveryIndexOnce) {
   }
   jit::autotune::parallel_for(0, 4, [](std::size_t) { ADD_FAILURE() << "called for n = 0"; });
 }
+
+// --- re-timing samples not to be believed (autotune/outliers.h) ---------------------
+
+namespace {
+
+// Two tile classes of two configs each: class 0 (ids 0, 1: 100 and 102 us) is
+// truly fastest; class 1 (ids 2, 3: 108 and 110 us) is 8% slower.
+constexpr double kTrueUs[] = {100, 102, 108, 110};
+std::string class_of(const json& c) { return c.at("id").get<int>() < 2 ? "bm128_bn128" : "bm128_bn64"; }
+
+}  // namespace
+
+// The reported failure: every candidate of one tile class took ~2.5x its
+// usual time on its first samples. Without re-timing their medians are 2.5x
+// and a config of the other class, 8% slower, wins.
+TEST(RunTuning, ClassInflatedOnItsFirstSamplesIsRetimedAndWins) {
+  std::map<int, int> calls;
+  jit::autotune::TuneHooks hooks = counted_hooks(calls, [](int id, int n) {
+    const bool inflated = id < 2 && n < 2;  // class 0's first two samples
+    return kTrueUs[id] * (inflated ? 2.5 : 1.0);
+  });
+  hooks.tile_class = class_of;
+  const auto result = jit::autotune::run_tuning(configs(4), hooks, {}, 1);
+  ASSERT_TRUE(result.winner.has_value());
+  EXPECT_EQ(*result.winner, 0u) << "winner " << result.candidates[*result.winner].variant << " at "
+                                << result.candidates[*result.winner].median_us << " us";
+  // Exactly the inflated class was re-timed, and the record says what was dropped and kept.
+  ASSERT_EQ(result.retimed.size(), 2u);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const jit::autotune::Retimed& r = result.retimed[k];
+    EXPECT_EQ(r.config, json({{"id", int(k)}}));
+    EXPECT_EQ(r.variant, "v" + std::to_string(k));
+    EXPECT_NE(r.reason.find("spread 2.50x"), std::string::npos) << r.reason;
+    EXPECT_EQ(r.discarded_us, (std::vector<double>{2.5 * kTrueUs[k], 2.5 * kTrueUs[k], kTrueUs[k]}));
+    EXPECT_EQ(r.kept_us, std::vector<double>(jit::autotune::kTimingRounds, kTrueUs[k]));
+  }
+  EXPECT_DOUBLE_EQ(result.candidates[0].median_us, 100);
+  EXPECT_DOUBLE_EQ(result.candidates[1].median_us, 102);
+}
+
+// One candidate far slower than the rest of its class on all its first
+// samples (steady, so its own spread says nothing) is re-timed; without it
+// the next config of its class would win.
+TEST(RunTuning, CandidateFarFromItsClassIsRetimed) {
+  std::map<int, int> calls;
+  jit::autotune::TuneHooks hooks = counted_hooks(calls, [](int id, int n) {
+    const double truth[] = {100, 101, 103, 108};
+    return truth[id] * (id == 0 && n < jit::autotune::kTimingRounds ? 2.5 : 1.0);
+  });
+  hooks.tile_class = [](const json& c) { return c.at("id").get<int>() < 3 ? "a" : "b"; };
+  const auto result = jit::autotune::run_tuning(configs(4), hooks, {}, 1);
+  ASSERT_EQ(result.retimed.size(), 1u);
+  EXPECT_EQ(result.retimed[0].config, json({{"id", 0}}));
+  EXPECT_NE(result.retimed[0].reason.find("tile class"), std::string::npos) << result.retimed[0].reason;
+  EXPECT_EQ(result.winner, 0u);
+}
+
+// An honestly slow config (3x its class, every time) is re-timed once, keeps
+// its time and loses; an honestly slow class (all its configs alike) is not
+// re-timed at all. Nothing is timed more than the bound in tuner.h.
+TEST(RunTuning, HonestlySlowConfigIsRetimedOnceAndAHonestlySlowClassNever) {
+  std::map<int, int> calls;
+  jit::autotune::TuneHooks hooks = counted_hooks(calls, [](int id, int) {
+    const double truth[] = {100, 102, 300, 250, 255};  // id 2: slow in class a; ids 3, 4: class b, slow
+    return truth[id];
+  });
+  hooks.tile_class = [](const json& c) { return c.at("id").get<int>() < 3 ? "a" : "b"; };
+  const auto result = jit::autotune::run_tuning(configs(5), hooks, {}, 1);
+  ASSERT_EQ(result.retimed.size(), 1u);
+  EXPECT_EQ(result.retimed[0].config, json({{"id", 2}}));
+  EXPECT_EQ(result.retimed[0].kept_us, std::vector<double>(jit::autotune::kTimingRounds, 300.0));
+  EXPECT_DOUBLE_EQ(result.candidates[2].median_us, 300);
+  using jit::autotune::kPlayoffRounds;
+  using jit::autotune::kTimingRounds;
+  EXPECT_EQ(calls[2], 2 * kTimingRounds);
+  EXPECT_EQ(calls[3], kTimingRounds);
+  EXPECT_EQ(calls[4], kTimingRounds);
+  EXPECT_EQ(calls[0], kTimingRounds + kPlayoffRounds);  // 0 and 1 are the finalists
+  EXPECT_EQ(result.winner, 0u);
+
+  // Reused in a later run (a grown space), nothing of it is timed again.
+  calls.clear();
+  const auto again = jit::autotune::run_tuning(configs(5), hooks, result.candidates, 1);
+  EXPECT_TRUE(calls.empty());
+  EXPECT_TRUE(again.retimed.empty());
+}
+
+// A candidate that stays erratic after its re-timing is not re-timed again:
+// every candidate is re-timed at most once, whatever its new samples say.
+TEST(RunTuning, RetimingIsBoundedToOncePerCandidate) {
+  std::map<int, int> calls;
+  const auto hooks = counted_hooks(calls, [](int id, int n) {
+    if (id == 1) return n % 2 == 0 ? 100.0 : 400.0;  // always erratic
+    return 150.0;
+  });
+  const auto result = jit::autotune::run_tuning(configs(2), hooks, {}, 1);
+  ASSERT_EQ(result.retimed.size(), 1u);
+  EXPECT_EQ(calls[1], 2 * jit::autotune::kTimingRounds);
+  EXPECT_EQ(calls[0], jit::autotune::kTimingRounds);
+  ASSERT_TRUE(result.winner.has_value());
+}

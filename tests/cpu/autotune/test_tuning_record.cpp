@@ -57,3 +57,21 @@ TEST(TuningRecord, MalformedRecordsAreMisses) {
   ASSERT_TRUE(loose && loose->size() == 1);
   EXPECT_EQ((*loose)[0].error, "no timing");
 }
+
+// What a tuning run re-timed is kept beside the candidates, and does not
+// change how they read back.
+TEST(TuningRecord, KeepsWhatWasRetimed) {
+  const std::vector<TimedCandidate> candidates = {timed(0, 10), timed(1, 12)};
+  const jit::autotune::Retimed retimed{json{{"id", 0}}, "v0", "its samples spread 2.50x", {25, 25, 10}, {10, 10, 10}};
+  const json record = json::parse(jit::autotune::make_record(candidates, candidates[0].config, {retimed}).dump());
+  ASSERT_EQ(record.at("retimed").size(), 1u);
+  const json& r = record.at("retimed")[0];
+  EXPECT_EQ(r.at("config"), json({{"id", 0}}));
+  EXPECT_EQ(r.at("variant"), "v0");
+  EXPECT_EQ(r.at("reason"), "its samples spread 2.50x");
+  EXPECT_EQ(r.at("discarded_us"), json({25.0, 25.0, 10.0}));
+  EXPECT_EQ(r.at("kept_us"), json({10.0, 10.0, 10.0}));
+  EXPECT_EQ(jit::autotune::record_candidates(record).value().size(), 2u);
+  // None re-timed: no field at all.
+  EXPECT_FALSE(jit::autotune::make_record(candidates, candidates[0].config).contains("retimed"));
+}
