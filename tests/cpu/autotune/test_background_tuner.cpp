@@ -34,6 +34,8 @@ struct Gate {
 
 // What the runtime does per call, with a fake "plan": the config's name.
 struct FakeCaller {
+  explicit FakeCaller(BackgroundTuner& t) : tuner(t) {}
+
   BackgroundTuner& tuner;
   ServedTable<int, std::string, std::hash<int>> table{16};
   int makes = 0, remakes = 0;
