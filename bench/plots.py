@@ -16,9 +16,11 @@
 --first-call PATH first-call latency per shape (first_call.png): a JSON list
                   of objects, each one shape ("label", or B, H, S, D,
                   causal) whose numbers named *_ms are drawn as bars (e.g.
-                  cold_ms, background_ms, tuned_ready_ms); or a cujit-bench
-                  CSV (its first_call_ms column). Without it the figure is
-                  skipped, and the output says so.
+                  cold_ms, background_ms, tuned_ready_ms); a cujit-bench
+                  CSV (its first_call_ms column); or the table `cujit-bench
+                  --first-call` prints (any other file: first call in each
+                  mode, and when the tuned config serves in background mode).
+                  Without it the figure is skipped, and the output says so.
 --out DIR         where the PNGs go (default docs/img).
 
 The measurements are the benchmarks' own; this script only reads and draws.
@@ -149,9 +151,33 @@ def shape_label(record):
     return f"B={record['B']} H={record['H']} S={record['S']} D={record['D']}{causal}"
 
 
+def first_call_table_records(path):
+    """Records of `cujit-bench --first-call`'s table: per shape, each mode's first call and when tuned serves."""
+    by_shape = {}
+    with open(path) as fh:
+        for line in fh:
+            parts = [p.split() for p in line.split("|")]
+            if len(parts) < 3 or len(parts[0]) != 2 or len(parts[1]) != 2 or not parts[2]:
+                continue
+            (mode, shape), (first_ms, _), tuned_ms = parts[0], parts[1], parts[2][0]
+            try:
+                first, tuned = float(first_ms), float(tuned_ms)
+            except ValueError:
+                continue  # the header
+            B, H, S, D, dtype, causal = shape.split(",")
+            record = by_shape.setdefault(shape, dict(B=B, H=H, S=S, D=D, causal=causal))
+            record[f"{mode}_first_call_ms"] = first
+            if mode == "background":
+                record["background_tuned_serves_ms"] = tuned
+    return list(by_shape.values())
+
+
 def first_call_groups(path):
-    """(shape labels, {series name: [ms per shape]}) from a JSON list or a cujit-bench CSV."""
-    if path.endswith(".csv"):
+    """(shape labels, {series name: [ms per shape]}) from a JSON list, a cujit-bench CSV or its --first-call table."""
+    if not path.endswith((".csv", ".json")):
+        records = first_call_table_records(path)
+        names = list(dict.fromkeys(k for r in records for k in r if k.endswith("_ms")))
+    elif path.endswith(".csv"):
         records = [dict(r, cujit_bench_first_call_ms=r["first_call_ms"]) for r in read_csv(path)]
         names = ["cujit_bench_first_call_ms"]
     else:

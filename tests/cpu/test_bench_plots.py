@@ -97,6 +97,16 @@ def check(root, failures):
         labels, groups = plots.first_call_groups(bench_csv)
         if groups != {"cujit_bench_first_call_ms": [2700.5]}:
             failures.append(f"first-call CSV: {labels} {groups}")
+        table = os.path.join(tmp, "first_call.txt")
+        with open(table, "w") as fh:
+            fh.write("mode       shape                    |  first call ms compiles by then |  tuned serves ms | variant\n"
+                     "full       1,16,1024,64,f16,0       |           2700              40 |             2701 | a -> a\n"
+                     "background 1,16,1024,64,f16,0       |            310               1 |             2900 | d -> a\n")
+        labels, groups = plots.first_call_groups(table)
+        if labels != ["B=1 H=16 S=1024 D=64"] or groups != {"full_first_call_ms": [2700.0],
+                                                            "background_first_call_ms": [310.0],
+                                                            "background_tuned_serves_ms": [2900.0]}:
+            failures.append(f"first-call table: {labels} {groups}")
 
         out = os.path.join(tmp, "img")
         run = subprocess.run([sys.executable, os.path.join(root, "bench", "plots.py"), "--tflops", tflops_csv,
