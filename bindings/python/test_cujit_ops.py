@@ -263,6 +263,26 @@ class NoBackwardYet(unittest.TestCase):
             self.assertLess(rel_error(cujit.attention(q, k, v), want), 1e-2)
 
 
+class EagerPath(unittest.TestCase):
+    def test_eager_calls_skip_the_dispatcher_and_match_the_operator(self):
+        from cujit import ops
+        q, k, v = (torch.randn(2, 4, 96, 64, device="cuda", dtype=torch.float16) for _ in range(3))
+        self.assertTrue(ops.direct(q, k, v, True))
+        eager = cujit.attention(q, k, v, causal=True)
+        through_op, _ = torch.ops.cujit.attention(q, k, v, True, False, None, False)
+        self.assertTrue(torch.equal(eager, through_op))
+        pq, pk, pv, lens, table = paged_case()
+        self.assertTrue(torch.equal(cujit.attention_with_kvcache(pq, pk, pv, cache_seqlens=lens, block_table=table),
+                                    torch.ops.cujit.attention_with_kvcache(pq, pk, pv, lens, table, True, None, 0,
+                                                                           False)[0]))
+        # Fake tensors and dispatch modes take the operator.
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode():
+            fake = torch.empty(1, 2, 64, 64, device="cuda", dtype=torch.float16)
+            self.assertFalse(ops.direct(fake))
+            self.assertEqual(cujit.attention(fake, fake, fake).shape, fake.shape)
+
+
 if __name__ == "__main__":
     if SKIP is not None:
         print(f"{os.path.basename(__file__)}: Skipped\n{SKIP}")  # the form scripts/ctest_summary.py reads

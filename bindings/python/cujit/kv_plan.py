@@ -8,7 +8,7 @@ import torch
 
 from . import _structs, _views
 from ._library import CujitError, check, library
-from .ops import _kv_lse_shape, refuse_grad
+from .ops import _kv_lse_shape, _kv_plan_run_impl, call, refuse_grad
 
 __all__ = ["KvPlan"]
 _BAD = _structs.INVALID_ARGUMENT
@@ -87,8 +87,8 @@ class KvPlan:
         if out is None:
             out = q.new_empty(q.shape)
         lse = q.new_empty(_kv_lse_shape(q), dtype=torch.float32) if return_lse else None
-        torch.ops.cujit.kv_plan_run(self._address, q, k_cache, v_cache, out, lse, cache_seqlens, block_table,
-                                    workspace)
+        call(torch.ops.cujit.kv_plan_run, _kv_plan_run_impl, self._address, q, k_cache, v_cache, out, lse,
+             cache_seqlens, block_table, workspace)
         return (out, lse) if return_lse else out
 
     def close(self):
