@@ -69,6 +69,8 @@ def tflops_series(rows):
     if any(r.get("tag") == "grid" for r in rows):
         rows = [r for r in rows if r.get("tag") == "grid"]
     rows = [r for r in rows if dtype_name(r.get("dtype", "fp16")) == "fp16"]
+    # interleaved.py's "matmul" rows time a GEMM as a reference rate: no attention FLOPs to plot.
+    rows = [r for r in rows if r.get("impl") != "matmul"]
     series = {}
     for r in rows:
         value = tflops_of(r)

@@ -35,6 +35,7 @@ def interleaved_rows():
                                      impl=impl, us=us * s / 1024, us_rounds="", relerr=1e-3, variant=""))
     rows.append(dict(rows[0], tag="small", S=256))  # not a grid shape: left out
     rows.append(dict(rows[0], dtype="bf16"))        # not float16: left out
+    rows.append(dict(rows[0], impl="matmul"))       # a GEMM's reference rate: left out
     return rows
 
 
@@ -65,6 +66,8 @@ def check(root, failures):
     series = plots.tflops_series(interleaved_rows())
     if sorted(series) != [(64, False), (64, True), (128, False), (128, True)]:
         failures.append(f"panels {sorted(series)}")
+    if sorted(series[(64, False)]) != ["cudnn", "cujit", "flash"]:
+        failures.append(f"series at D=64 non-causal: {sorted(series[(64, False)])}")
     cujit = series[(128, True)]["cujit"]
     if [s for s, _ in cujit] != [1024, 4096, 16384]:
         failures.append(f"cujit's S at D=128 causal: {cujit}")
