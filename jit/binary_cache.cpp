@@ -180,20 +180,20 @@ void report_store_failure(const std::string& variant, const std::string& arch, c
 // and the caller goes on to the next root.
 bool load_cached(const cache::TrustedDir& root, const std::string& key, VariantBinary& out) {
   const cache::CubinStore store(root);
+  auto skipped_in_read_only_root = [&](const std::string& why) {
+    log_info("skipped {} in read-only cache root {} ({} for {}): {}", store.entry_path(key).string(),
+             root.path().string(), out.variant, out.arch, why);
+  };
   std::string problem;
   auto entry = store.load(key, &problem);
   if (!entry) {
-    if (root.read_only() && !problem.empty()) {
-      log_info("skipped {} in read-only cache root {} ({} for {}): {}", store.entry_path(key).string(),
-               root.path().string(), out.variant, out.arch, problem);
-    }
+    if (root.read_only() && !problem.empty()) skipped_in_read_only_root(problem);
     return false;
   }
   const Json& meta = entry->meta;
   if (const std::string why = entry_mismatch(meta, out.variant, out.arch); !why.empty()) {
     if (root.read_only()) {
-      log_info("skipped {} in read-only cache root {} ({} for {}): {}", store.entry_path(key).string(),
-               root.path().string(), out.variant, out.arch, why);
+      skipped_in_read_only_root(why);
     } else {
       log_debug("disk cache entry {} is a miss for {} ({}): {}; recompiling", key, out.variant, out.arch, why);
     }
