@@ -13,6 +13,7 @@
 ///    synchronization and no tuning in `run`, so it can be captured in a CUDA
 ///    graph.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -36,6 +37,12 @@ namespace jit {
 /// pool is two such views, v's data one page-half further and both with a
 /// page stride of 2 * page_size * Hkv * D. Row b of the block table lists
 /// sequence b's pages in order; pages may sit anywhere in the pool.
+///
+/// FP8 (k and v in DType::e4m3, q and out in f16 or bf16): each stored value
+/// times its (sequence, KV head)'s descale factor is the value attended to,
+/// exactly as FlashAttention-3's k_descale and v_descale, [B, Hkv] float32.
+/// The scores and the output are scaled; the cache is converted to q's type
+/// in registers, exactly (every e4m3 value is an f16 and a bf16 value).
 struct KvCache {
   TensorView k, v;
   /// int32 [B, block_table_stride] on the device, or nullptr (contiguous).
@@ -49,6 +56,13 @@ struct KvCache {
   /// included (FlashAttention's cache_seqlens after appending). nullptr: every
   /// sequence has max_seq_k keys.
   const std::int32_t* seq_lens = nullptr;
+  /// FP8 caches only: float32 on the device, positive and finite; the factor
+  /// of sequence b and KV head h is at [b * descale_strides[0] + h *
+  /// descale_strides[1]]. The default strides are a contiguous [B, Hkv];
+  /// {0, 0} is one factor for the whole cache, {0, 1} one per KV head.
+  const float* k_descale = nullptr;
+  const float* v_descale = nullptr;
+  std::optional<std::array<std::int64_t, 2>> descale_strides;
 };
 
 /// What a plan is made for: the host-side facts of one batch composition.
@@ -57,6 +71,7 @@ struct KvAttentionShape {
   std::int64_t heads_q = 0;
   std::int64_t heads_kv = 0;
   std::int64_t head_dim = 0;
+  /// q's and out's element type (f16 or bf16).
   DType dtype = DType::f16;
   /// New query rows per sequence: 1 for decode, up to 16 for speculative
   /// verification, more for a prefill chunk.
@@ -67,6 +82,9 @@ struct KvAttentionShape {
   std::int64_t page_size = 0;
   /// True when the cache gives seq_lens.
   bool per_sequence_lengths = false;
+  /// The cache's element type: dtype (the default), or DType::e4m3 for an FP8
+  /// cache (sm_89 or newer, head dim 64 or 128).
+  std::optional<DType> kv_dtype;
 };
 
 struct KvAttentionOptions {

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <bit>
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <utility>
 #include <vector>
@@ -14,7 +16,14 @@
 
 namespace jit {
 
-const char* to_string(DType dtype) { return dtype == DType::f16 ? "f16" : "bf16"; }
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::e4m3: return "e4m3";
+  }
+  return "unknown";
+}
 
 namespace {
 
@@ -38,6 +47,34 @@ std::int64_t TensorView::numel() const {
   }
   return checked_product(shape[0], shape[1], shape[2], shape[3]);
 }
+
+namespace {
+
+// e4m3: sign, 4 exponent bits (bias 7), 3 mantissa bits; 0x7f is NaN.
+std::uint16_t float_to_e4m3(float value) {
+  const std::uint16_t sign = std::signbit(value) ? 0x80 : 0;
+  const float abs = std::fabs(value);
+  if (std::isnan(value)) return sign | 0x7f;
+  if (abs >= 464.f) return sign | 0x7e;  // past the midpoint of 448 and 480: saturate
+  if (abs < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9 (8 steps is the smallest normal, 0x08)
+    return sign | std::uint16_t(std::nearbyint(abs * 512.f));
+  }
+  int exponent = 0;
+  const float fraction = std::frexp(abs, &exponent);  // abs = fraction * 2^exponent, fraction in [0.5, 1)
+  const auto mantissa = std::uint16_t(std::nearbyint((fraction * 2.f - 1.f) * 8.f));  // 8 carries into the exponent
+  return std::min<std::uint16_t>(sign | std::uint16_t((std::uint16_t(exponent + 6) << 3) + mantissa), sign | 0x7e);
+}
+
+float e4m3_to_float(std::uint16_t bits) {
+  const float sign = bits & 0x80 ? -1.f : 1.f;
+  const int exponent = (bits >> 3) & 0xf;
+  const int mantissa = bits & 7;
+  if (exponent == 0xf && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(float(mantissa), -9);
+  return sign * std::ldexp(1.f + float(mantissa) / 8.f, exponent - 7);
+}
+
+}  // namespace
 
 TensorView TensorView::bhsd(void* data, DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d) {
   return TensorView{data, dtype, {b, h, s, d}, {checked_product(h, s, d, 1), checked_product(s, d, 1, 1), d, 1}};
@@ -82,6 +119,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 }
 
 std::uint16_t float_to_bits(float value, DType dtype) {
+  if (dtype == DType::e4m3) return float_to_e4m3(value);
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
   if (dtype == DType::bf16) {
     if (std::isnan(value)) return std::uint16_t((bits >> 16) | 0x40);
@@ -100,6 +138,7 @@ std::uint16_t float_to_bits(float value, DType dtype) {
 }
 
 float bits_to_float(std::uint16_t bits, DType dtype) {
+  if (dtype == DType::e4m3) return e4m3_to_float(bits);
   if (dtype == DType::bf16) return std::bit_cast<float>(std::uint32_t(bits) << 16);
   const std::uint32_t sign = std::uint32_t(bits & 0x8000) << 16;
   const std::uint32_t exponent = (bits >> 10) & 0x1f;
@@ -121,7 +160,12 @@ DeviceTensor random_tensor(DType dtype, std::int64_t b, std::int64_t h, std::int
   for (auto& x : host) x = float_to_bits(uniform(rng), dtype);
   DeviceTensor t;
   t.buffer = DeviceBuffer(n * element_size(dtype));
-  t.buffer.upload(host.data(), n * element_size(dtype));
+  if (dtype == DType::e4m3) {
+    const std::vector<std::uint8_t> bytes(host.begin(), host.end());
+    t.buffer.upload(bytes.data(), n);
+  } else {
+    t.buffer.upload(host.data(), n * element_size(dtype));
+  }
   t.view = TensorView::bhsd(t.buffer.data(), dtype, b, h, s, d);
   return t;
 }

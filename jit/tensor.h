@@ -8,11 +8,13 @@
 
 namespace jit {
 
-/// Element types the kernels read and write.
-enum class DType { f16, bf16 };
+/// Element types the kernels read and write. e4m3 is FP8 with 4 exponent bits
+/// and 3 mantissa bits (finite up to 448, no infinity: torch.float8_e4m3fn),
+/// taken for KV caches (jit/serving.h).
+enum class DType { f16, bf16, e4m3 };
 
 const char* to_string(DType dtype);
-inline std::size_t element_size(DType) { return 2; }
+inline std::size_t element_size(DType dtype) { return dtype == DType::e4m3 ? 1 : 2; }
 
 /// Device memory viewed as a 4-D tensor. Attention reads q as
 /// [B, H, S, D]: shape and strides (in elements) are given in that logical
@@ -66,11 +68,14 @@ struct DeviceTensor {
 };
 
 /// A contiguous [B, H, S, D] tensor of uniform random values in [-1, 1), made
-/// on the host from `seed` and uploaded: inputs for warm-up, tuning, benchmarks.
+/// on the host from `seed` and uploaded: inputs for warm-up, tuning, benchmarks
+/// (for e4m3, values in [-1, 1) rounded to e4m3).
 DeviceTensor random_tensor(DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d,
                            std::uint64_t seed);
 
-/// Round-to-nearest-even conversions between float and the 16-bit types.
+/// Round-to-nearest-even conversions between float and an element's bits (in
+/// the low byte for e4m3, where values past 448 saturate to +-448 and NaN stays
+/// NaN).
 std::uint16_t float_to_bits(float value, DType dtype);
 float bits_to_float(std::uint16_t bits, DType dtype);
 

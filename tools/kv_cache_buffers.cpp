@@ -2,6 +2,7 @@
 #include "tools/kv_cache_buffers.h"
 
 #include <algorithm>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -27,15 +28,24 @@ jit::DeviceBuffer upload_ints(const std::vector<std::int32_t>& values) {
   return buffer;
 }
 
+void set_descales(jit::KvCache& cache, const DecodeInputs& inputs) {
+  if (inputs.descale.size() == 0) return;
+  cache.k_descale = cache.v_descale = static_cast<const float*>(inputs.descale.data());
+}
+
 }  // namespace
 
 void fill_random(jit::DeviceBuffer& buffer, jit::DType dtype, std::uint64_t seed) {
   const std::size_t bytes = buffer.size();
-  const std::size_t pattern_bytes = std::min(bytes, kPatternBytes) / 2 * 2;
-  std::vector<std::uint16_t> pattern(pattern_bytes / 2);
+  const std::size_t element = jit::element_size(dtype);
+  const std::size_t pattern_bytes = std::min(bytes, kPatternBytes) / element * element;
+  std::vector<std::uint8_t> pattern(pattern_bytes);
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  for (std::uint16_t& bits : pattern) bits = jit::float_to_bits(uniform(rng), dtype);
+  for (std::size_t i = 0; i < pattern_bytes; i += element) {
+    const std::uint16_t bits = jit::float_to_bits(uniform(rng), dtype);
+    std::memcpy(pattern.data() + i, &bits, element);  // little-endian: the low byte first
+  }
   buffer.upload(pattern.data(), pattern_bytes);
   // Double the filled prefix until the buffer is full.
   auto* base = static_cast<char*>(buffer.data());
@@ -54,17 +64,23 @@ DecodeInputs decode_inputs(const DecodeShape& s) {
   in.q = jit::TensorView::bhsd(in.q_buffer.data(), s.dtype, s.batch, s.heads_q, 1, s.head_dim);
   in.out = jit::TensorView::bhsd(in.out_buffer.data(), s.dtype, s.batch, s.heads_q, 1, s.head_dim);
   in.seq_lens = upload_ints(std::vector<std::int32_t>(std::size_t(s.batch), std::int32_t(s.seq_k)));
+  if (s.fp8_kv) {
+    const std::vector<float> ones(std::size_t(s.batch * s.heads_kv), 1.f);
+    in.descale = jit::DeviceBuffer(ones.size() * sizeof(float));
+    in.descale.upload(ones.data(), in.descale.size());
+  }
   return in;
 }
 
 ContiguousCache contiguous_cache(const DecodeShape& s, const DecodeInputs& inputs) {
   ContiguousCache c;
   const std::size_t bytes = std::size_t(kv_bytes(s) / 2);
-  c.k = random_buffer(bytes, s.dtype, 2);
-  c.v = random_buffer(bytes, s.dtype, 3);
-  c.cache.k = jit::TensorView::bshd(c.k.data(), s.dtype, s.batch, s.seq_k, s.heads_kv, s.head_dim);
-  c.cache.v = jit::TensorView::bshd(c.v.data(), s.dtype, s.batch, s.seq_k, s.heads_kv, s.head_dim);
+  c.k = random_buffer(bytes, kv_dtype(s), 2);
+  c.v = random_buffer(bytes, kv_dtype(s), 3);
+  c.cache.k = jit::TensorView::bshd(c.k.data(), kv_dtype(s), s.batch, s.seq_k, s.heads_kv, s.head_dim);
+  c.cache.v = jit::TensorView::bshd(c.v.data(), kv_dtype(s), s.batch, s.seq_k, s.heads_kv, s.head_dim);
   c.cache.seq_lens = static_cast<const std::int32_t*>(inputs.seq_lens.data());
+  set_descales(c.cache, inputs);
   return c;
 }
 
@@ -72,12 +88,14 @@ PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const Decod
   PagedCache p;
   const std::int64_t pages_per_seq = (s.seq_k + page_size - 1) / page_size;
   const std::int64_t num_pages = s.batch * pages_per_seq;
-  const std::size_t bytes = std::size_t(num_pages * page_size * s.heads_kv * s.head_dim) * jit::element_size(s.dtype);
-  p.k = random_buffer(bytes, s.dtype, 4);
-  p.v = random_buffer(bytes, s.dtype, 5);
+  const std::size_t bytes =
+      std::size_t(num_pages * page_size * s.heads_kv * s.head_dim) * jit::element_size(kv_dtype(s));
+  p.k = random_buffer(bytes, kv_dtype(s), 4);
+  p.v = random_buffer(bytes, kv_dtype(s), 5);
   p.block_table = upload_ints(shuffled_block_table(s.batch, pages_per_seq, 6));
-  p.cache.k = jit::TensorView::bshd(p.k.data(), s.dtype, num_pages, page_size, s.heads_kv, s.head_dim);
-  p.cache.v = jit::TensorView::bshd(p.v.data(), s.dtype, num_pages, page_size, s.heads_kv, s.head_dim);
+  p.cache.k = jit::TensorView::bshd(p.k.data(), kv_dtype(s), num_pages, page_size, s.heads_kv, s.head_dim);
+  p.cache.v = jit::TensorView::bshd(p.v.data(), kv_dtype(s), num_pages, page_size, s.heads_kv, s.head_dim);
+  set_descales(p.cache, inputs);
   p.cache.block_table = static_cast<const std::int32_t*>(p.block_table.data());
   p.cache.pages_per_seq = pages_per_seq;
   p.cache.seq_lens = static_cast<const std::int32_t*>(inputs.seq_lens.data());
@@ -91,6 +109,7 @@ jit::KvAttentionShape kv_attention_shape(const DecodeShape& s, std::int64_t page
   shape.heads_kv = s.heads_kv;
   shape.head_dim = s.head_dim;
   shape.dtype = s.dtype;
+  if (s.fp8_kv) shape.kv_dtype = jit::DType::e4m3;
   shape.seq_q = 1;
   shape.max_seq_k = s.seq_k;
   shape.page_size = page_size;

@@ -15,9 +15,10 @@ namespace serving_bench {
 /// repeated over the buffer on the device.
 void fill_random(jit::DeviceBuffer& buffer, jit::DType dtype, std::uint64_t seed);
 
-/// q and out [B, Hq, 1, D], and seq_lens [B] = Sk on the device.
+/// q and out [B, Hq, 1, D], seq_lens [B] = Sk on the device, and for an FP8
+/// cache descale factors [B, Hkv] (all 1).
 struct DecodeInputs {
-  jit::DeviceBuffer q_buffer, out_buffer, seq_lens;
+  jit::DeviceBuffer q_buffer, out_buffer, seq_lens, descale;
   jit::TensorView q, out;
 };
 DecodeInputs decode_inputs(const DecodeShape& shape);

@@ -13,21 +13,25 @@ namespace serving_bench {
 
 struct DecodeShape {
   std::int64_t batch, heads_q, heads_kv, seq_k, head_dim;
-  jit::DType dtype;
+  jit::DType dtype;        ///< q's and out's
+  bool fp8_kv = false;     ///< the cache in e4m3 (else in dtype)
   bool operator==(const DecodeShape&) const = default;
 };
+
+inline jit::DType kv_dtype(const DecodeShape& s) { return s.fp8_kv ? jit::DType::e4m3 : s.dtype; }
 
 /// K + V bytes one decode call reads: each byte once.
 inline double kv_bytes(const DecodeShape& s) {
   return 2.0 * double(s.batch) * double(s.heads_kv) * double(s.seq_k) * double(s.head_dim) *
-         double(jit::element_size(s.dtype));
+         double(jit::element_size(kv_dtype(s)));
 }
 
 /// Rows with at least this much K + V carry the bandwidth bar (issue 19: "at least 64 MB").
 constexpr double kBarBytes = 64e6;
 
 inline std::string label(const DecodeShape& s) {
-  return fmt::format("B={} Hq={} Hkv={} Sk={} D={}", s.batch, s.heads_q, s.heads_kv, s.seq_k, s.head_dim);
+  return fmt::format("B={} Hq={} Hkv={} Sk={} D={}{}", s.batch, s.heads_q, s.heads_kv, s.seq_k, s.head_dim,
+                     s.fp8_kv ? " fp8 KV" : "");
 }
 
 /// The small decode whose bar is time against copy time plus the launch floor.
@@ -35,7 +39,10 @@ inline DecodeShape small_decode() { return {1, 32, 8, 4096, 128, jit::DType::f16
 
 inline std::vector<DecodeShape> decode_shapes(bool quick) {
   using jit::DType;
-  if (quick) return {{8, 32, 8, 8192, 128, DType::f16}, small_decode(), {4, 32, 1, 32768, 128, DType::bf16}};
+  if (quick) {
+    return {{8, 32, 8, 8192, 128, DType::f16}, small_decode(), {4, 32, 1, 32768, 128, DType::bf16},
+            {8, 32, 8, 8192, 128, DType::f16, true}};
+  }
   return {
       {8, 32, 8, 8192, 128, DType::f16},     // GQA 4
       {64, 32, 8, 2048, 128, DType::f16},    // many short sequences
@@ -45,6 +52,13 @@ inline std::vector<DecodeShape> decode_shapes(bool quick) {
       {16, 32, 8, 16384, 128, DType::f16},   // 1 GiB of cache
       {128, 8, 1, 2048, 128, DType::f16},    // MQA, a tensor-parallel shard of a large batch
       {32, 16, 4, 8192, 64, DType::f16},     // GQA 4 at D = 64
+      // FP8 (e4m3) caches: half the bytes of the same shapes above.
+      {8, 32, 8, 8192, 128, DType::f16, true},
+      {64, 32, 8, 2048, 128, DType::f16, true},
+      {1, 64, 8, 131072, 128, DType::bf16, true},
+      {4, 32, 1, 32768, 128, DType::bf16, true},
+      {16, 32, 8, 16384, 128, DType::f16, true},
+      {32, 16, 4, 8192, 64, DType::f16, true},
   };
 }
 

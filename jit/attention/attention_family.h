@@ -77,6 +77,10 @@ struct AttnTensors {
   // A ragged batch's prefix sums ([batch + 1] each, on the device).
   const std::int32_t* cu_seqlens_q = nullptr;
   const std::int32_t* cu_seqlens_k = nullptr;
+  // An FP8 cache's descale factors and their {batch, KV head} strides.
+  const float* k_descale = nullptr;
+  const float* v_descale = nullptr;
+  std::array<std::int64_t, 2> descale_strides{};
 };
 
 // An attention family: a KernelFamily that also knows which problems it

@@ -23,6 +23,11 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
     invalid(fmt::format("q, k, v and out must share one dtype; got q {}, k {}, v {}, out {}", to_string(q.dtype),
                         to_string(k.dtype), to_string(v.dtype), to_string(out.dtype)));
   }
+  if (q.dtype == DType::e4m3) {
+    throw Error(ErrorCode::Unsupported,
+                "attention takes f16 or bf16 tensors; e4m3 (FP8) is taken only for the K/V cache of "
+                "jit::attention_with_kvcache / plan_kv_attention (jit/serving.h), with f16 or bf16 q");
+  }
   if (k.shape != v.shape) {
     invalid(fmt::format("k and v must have the same shape; got k {} and v {}", shape_text(k), shape_text(v)));
   }
@@ -158,15 +163,17 @@ std::size_t hash_value(const AttnProblem& problem) {
 AttnSpec spec_of(const AttnProblem& problem) {
   AttnSpec spec{problem.dtype, int(problem.head_dim), problem.causal};
   spec.varlen = problem.varlen;
+  spec.fp8_kv = problem.fp8_kv;
   return spec;
 }
 
-const char* kernel_dtype_name(DType dtype) { return dtype == DType::f16 ? "f16" : "bf16"; }
+const char* kernel_dtype_name(DType dtype) { return to_string(dtype); }
 
 void to_json(Json& j, const AttnSpec& spec) {
   j = Json{{"dtype", kernel_dtype_name(spec.dtype)}, {"d", spec.head_dim}, {"causal", spec.causal}};
   if (spec.paged) j["paged"] = true;
   if (spec.block_m != 0) j["bm"] = spec.block_m;
+  if (spec.fp8_kv) j["kv"] = "e4m3";
   if (spec.varlen) j["varlen"] = true;
 }
 
@@ -178,6 +185,9 @@ void from_json(const Json& j, AttnSpec& spec) {
   j.at("causal").get_to(spec.causal);
   spec.paged = j.value("paged", false);
   spec.block_m = j.value("bm", 0);
+  const std::string kv = j.value("kv", "");
+  if (!kv.empty() && kv != "e4m3") throw Error(ErrorCode::Internal, fmt::format("unknown spec kv dtype '{}'", kv));
+  spec.fp8_kv = kv == "e4m3";
   spec.varlen = j.value("varlen", false);
 }
 

@@ -27,6 +27,8 @@ struct AttnProblem {
   int page_size = 0;
   bool seq_lens = false;
   int num_splits = 0;
+  // An FP8 cache: K and V in e4m3 with descale factors, q and out in dtype.
+  bool fp8_kv = false;
   // Ragged batches (jit/varlen.h): batch sequences packed into total_q query
   // rows and total_k keys; seq_q and seq_k are the longest sequence's, the
   // causal diagonal is each sequence's (bottom right when align_bottom_right,
@@ -40,7 +42,7 @@ struct AttnProblem {
   // added here is part of every key built from a problem.
   auto fields() const {
     return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale, page_size,
-                    seq_lens, num_splits, varlen, total_q, total_k, align_bottom_right);
+                    seq_lens, num_splits, fp8_kv, varlen, total_q, total_k, align_bottom_right);
   }
   bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
 };
@@ -58,17 +60,20 @@ struct AttnSpec {
   // per CTA (0 for the other families, and then absent from the JSON).
   bool paged = false;
   int block_m = 0;
+  // The decode family's FP8 cache ("kv": "e4m3" in the JSON when set).
+  bool fp8_kv = false;
   // A ragged batch (absent from the JSON when false).
   bool varlen = false;
-  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m, varlen); }
+  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, varlen); }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
 // {"dtype": "f16" | "bf16", "d": head dim, "causal": bool} (and "paged",
-// "bm", "varlen" when set): the form tune keys, cubin keys and tuning records hold.
+// "bm", "kv", "varlen" when set): the form tune keys, cubin keys and tuning
+// records hold.
 void to_json(Json& j, const AttnSpec& spec);
 void from_json(const Json& j, AttnSpec& spec);
-// The kernels' name for a dtype: "f16" or "bf16" (cujit::f16, cujit::bf16).
+// The kernels' name for a dtype: "f16", "bf16" or "e4m3" (cujit::f16, ...).
 const char* kernel_dtype_name(DType dtype);
 
 // Throws Error(InvalidArgument) naming the argument and what to change, or

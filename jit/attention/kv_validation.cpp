@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -111,7 +112,47 @@ void check_paged_cache(const AttnProblem& p, const KvCache& cache) {
   }
 }
 
+void check_descales(const AttnProblem& p, const KvCache& cache) {
+  const std::pair<const char*, const float*> factors[] = {{"cache.k_descale", cache.k_descale},
+                                                          {"cache.v_descale", cache.v_descale}};
+  for (const auto& [name, ptr] : factors) {
+    if (!p.fp8_kv && ptr != nullptr) {
+      invalid(fmt::format("{} is set but the cache is {}: descale factors are for an FP8 (e4m3) cache", name,
+                          to_string(p.dtype)));
+    }
+    if (p.fp8_kv && ptr == nullptr && !p.empty()) {
+      invalid(fmt::format("{} is null: an FP8 cache needs its descale factors (float32 [B, Hkv] on the device, "
+                          "or one per cache with cache.descale_strides = {{0, 0}})",
+                          name));
+    }
+    if (!aligned(ptr, alignof(float))) {
+      invalid(fmt::format("{} must be 4-byte aligned (float32); its address is {}", name,
+                          static_cast<const void*>(ptr)));
+    }
+  }
+  if (cache.descale_strides && !p.fp8_kv) {
+    invalid("cache.descale_strides is set but the cache is not FP8: descale factors are for an e4m3 cache");
+  }
+  const auto [batch_stride, head_stride] = descale_strides_of(p, cache);
+  if (batch_stride < 0 || head_stride < 0) {
+    invalid(fmt::format("cache.descale_strides are {{{}, {}}}; they must not be negative", batch_stride,
+                        head_stride));
+  }
+  std::int64_t last = 0, head_part = 0;
+  if (__builtin_mul_overflow(std::max<std::int64_t>(p.batch - 1, 0), batch_stride, &last) ||
+      __builtin_mul_overflow(std::max<std::int64_t>(p.heads_kv - 1, 0), head_stride, &head_part) ||
+      __builtin_add_overflow(last, head_part, &last) || last > std::numeric_limits<std::int64_t>::max() / 4) {
+    invalid(fmt::format("cache.descale_strides {{{}, {}}} over {} sequences and {} KV heads reach past a 64-bit "
+                        "offset",
+                        batch_stride, head_stride, p.batch, p.heads_kv));
+  }
+}
+
 }  // namespace
+
+std::array<std::int64_t, 2> descale_strides_of(const AttnProblem& problem, const KvCache& cache) {
+  return cache.descale_strides.value_or(std::array<std::int64_t, 2>{problem.heads_kv, 1});
+}
 
 AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOptions& options) {
   const std::pair<const char*, std::int64_t> sizes[] = {{"batch", shape.batch},       {"heads_q", shape.heads_q},
@@ -151,6 +192,15 @@ AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOption
   p.seq_k = shape.max_seq_k;
   p.head_dim = shape.head_dim;
   p.dtype = shape.dtype;
+  if (shape.dtype == DType::e4m3) {
+    invalid("shape.dtype (q's and out's) is e4m3: q and out are f16 or bf16; an FP8 cache is shape.kv_dtype = e4m3");
+  }
+  const DType kv_dtype = shape.kv_dtype.value_or(shape.dtype);
+  if (kv_dtype != shape.dtype && kv_dtype != DType::e4m3) {
+    invalid(fmt::format("shape.kv_dtype is {} and shape.dtype {}: the cache is in q's dtype, or e4m3 (FP8)",
+                        to_string(kv_dtype), to_string(shape.dtype)));
+  }
+  p.fp8_kv = kv_dtype == DType::e4m3;
   p.causal = options.causal;
   // Bottom-right: the last query row sees every key of the longest sequence.
   p.causal_offset = options.causal ? int(shape.max_seq_k - shape.seq_q) : 0;
@@ -169,12 +219,21 @@ void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache
   const std::pair<const char*, const TensorView*> views[] = {
       {"q", &q}, {"out", &out}, {"cache.k", &cache.k}, {"cache.v", &cache.v}};
   for (const auto& [name, view] : views) check_view(name, *view);
-  for (const auto& [name, view] : views) {
+  for (const auto& [name, view] : {views[0], views[1]}) {
     if (view->dtype != problem.dtype) {
-      invalid(fmt::format("{} has dtype {}, the plan was made for {}: q, out, cache.k and cache.v must all be {}",
-                          name, to_string(view->dtype), to_string(problem.dtype), to_string(problem.dtype)));
+      invalid(fmt::format("{} has dtype {}, the plan was made for {}: q and out must both be {}", name,
+                          to_string(view->dtype), to_string(problem.dtype), to_string(problem.dtype)));
     }
   }
+  const DType kv_dtype = problem.fp8_kv ? DType::e4m3 : problem.dtype;
+  for (const auto& [name, view] : {views[2], views[3]}) {
+    if (view->dtype != kv_dtype) {
+      invalid(fmt::format("{} has dtype {}, the plan was made for a {} cache (shape.kv_dtype){}", name,
+                          to_string(view->dtype), to_string(kv_dtype),
+                          problem.fp8_kv ? "" : ": an FP8 cache takes a plan made with shape.kv_dtype = e4m3"));
+    }
+  }
+  check_descales(problem, cache);
   expect_query_shape("q", q, problem);
   expect_query_shape("out", out, problem);
 
@@ -236,6 +295,7 @@ KvAttentionShape kv_shape_of(const TensorView& q, const KvCache& cache) {
   shape.seq_q = q.shape[2];
   shape.head_dim = q.shape[3];
   shape.dtype = q.dtype;
+  if (cache.k.dtype != q.dtype) shape.kv_dtype = cache.k.dtype;
   shape.heads_kv = cache.k.shape[1];
   shape.per_sequence_lengths = cache.seq_lens != nullptr;
   if (cache.block_table == nullptr) {

@@ -2,6 +2,7 @@
 // for, each run's arguments checked against it, and the shape that
 // attention_with_kvcache reads off its arguments. Plain data, no GPU.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -25,6 +26,10 @@ AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOption
 // lengths) are not read.
 void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache& cache, const TensorView& out,
                   const KvRunOptions& run, std::size_t workspace_bytes);
+
+// The descale factors' element strides {batch, KV head} (FP8 caches):
+// cache.descale_strides, or a contiguous [B, Hkv].
+std::array<std::int64_t, 2> descale_strides_of(const AttnProblem& problem, const KvCache& cache);
 
 // Elements between block-table rows: block_table_stride, or pages_per_seq
 // when that is 0.

@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
@@ -32,10 +34,12 @@ struct KvAttentionPlan::Impl {
 
   void launch(const TensorView& q, const KvCache& cache, const TensorView& out, const KvRunOptions& run,
               void* workspace_memory) const {
-    family->launch(plan, problem,
-                   {q, cache.k, cache.v, out, run.lse, cache.block_table, detail::table_stride_of(cache),
-                    cache.seq_lens},
-                   workspace_memory, run.stream);
+    detail::AttnTensors tensors{q, cache.k, cache.v, out, run.lse, cache.block_table, detail::table_stride_of(cache),
+                                cache.seq_lens};
+    tensors.k_descale = cache.k_descale;
+    tensors.v_descale = cache.v_descale;
+    tensors.descale_strides = detail::descale_strides_of(problem, cache);
+    family->launch(plan, problem, tensors, workspace_memory, run.stream);
   }
 };
 
@@ -48,13 +52,16 @@ namespace {
 // full, and the caller's cache is already in memory.
 struct TuningInputs {
   detail::AttnProblem problem;
-  DeviceBuffer q, out, k, v, table, lengths;
+  DeviceBuffer q, out, k, v, table, lengths, descale;
   TensorView q_view, out_view, k_view, v_view;
   std::int64_t pages_per_seq = 0;
 
   explicit TuningInputs(const detail::AttnProblem& full) : problem(full) {
     constexpr std::int64_t kMaxCacheBytes = std::int64_t{512} << 20;
-    const std::int64_t per_sequence = 2 * full.heads_kv * std::max<std::int64_t>(full.seq_k, 1) * full.head_dim * 2;
+    const DType kv_dtype = full.fp8_kv ? DType::e4m3 : full.dtype;
+    const auto kv_bytes = std::int64_t(element_size(kv_dtype));
+    const std::int64_t per_sequence =
+        2 * full.heads_kv * std::max<std::int64_t>(full.seq_k, 1) * full.head_dim * kv_bytes;
     problem.batch = std::clamp<std::int64_t>(kMaxCacheBytes / per_sequence, 1, full.batch);
     const std::int64_t b = problem.batch, d = problem.head_dim, dtype_bytes = 2;
     auto zeroed = [](std::size_t bytes) {
@@ -69,21 +76,22 @@ struct TuningInputs {
     if (problem.page_size > 0) {
       pages_per_seq = std::max<std::int64_t>((problem.seq_k + problem.page_size - 1) / problem.page_size, 1);
       const std::int64_t pages = b * pages_per_seq;
-      k = zeroed(std::size_t(pages * problem.heads_kv * problem.page_size * d * dtype_bytes));
+      k = zeroed(std::size_t(pages * problem.heads_kv * problem.page_size * d * kv_bytes));
       v = zeroed(k.size());
-      k_view = TensorView::bshd(k.data(), problem.dtype, pages, problem.page_size, problem.heads_kv, d);
-      v_view = TensorView::bshd(v.data(), problem.dtype, pages, problem.page_size, problem.heads_kv, d);
+      k_view = TensorView::bshd(k.data(), kv_dtype, pages, problem.page_size, problem.heads_kv, d);
+      v_view = TensorView::bshd(v.data(), kv_dtype, pages, problem.page_size, problem.heads_kv, d);
       std::vector<std::int32_t> ids(static_cast<std::size_t>(pages));
       for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
       table = DeviceBuffer(ids.size() * sizeof(std::int32_t));
       table.upload(ids.data(), table.size());
     } else {
       const std::int64_t keys = std::max<std::int64_t>(problem.seq_k, 1);
-      k = zeroed(std::size_t(b * problem.heads_kv * keys * d * dtype_bytes));
+      k = zeroed(std::size_t(b * problem.heads_kv * keys * d * kv_bytes));
       v = zeroed(k.size());
-      k_view = TensorView::bhsd(k.data(), problem.dtype, b, problem.heads_kv, keys, d);
-      v_view = TensorView::bhsd(v.data(), problem.dtype, b, problem.heads_kv, keys, d);
+      k_view = TensorView::bhsd(k.data(), kv_dtype, b, problem.heads_kv, keys, d);
+      v_view = TensorView::bhsd(v.data(), kv_dtype, b, problem.heads_kv, keys, d);
     }
+    if (problem.fp8_kv) descale = zeroed(sizeof(float));  // one factor for all, {0, 0} strides
     if (problem.seq_lens) {
       const std::vector<std::int32_t> all(static_cast<std::size_t>(b), std::int32_t(problem.seq_k));
       lengths = DeviceBuffer(all.size() * sizeof(std::int32_t));
@@ -101,6 +109,17 @@ std::unique_ptr<KvAttentionPlan::Impl> make_plan(const detail::AttnProblem& prob
   impl->shape = shape;
   impl->problem = problem;
   impl->context = device.context;
+  if (problem.fp8_kv && device.target.cc < 89) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("an FP8 (e4m3) KV cache needs an sm_89 or newer GPU (e4m3 conversions); this is {}: "
+                            "use an f16 or bf16 cache",
+                            device.target.arch));
+  }
+  if (problem.fp8_kv && problem.head_dim > 128) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("an FP8 (e4m3) KV cache takes head dim 64 or 128, not {}: use an f16 or bf16 cache",
+                            problem.head_dim));
+  }
   impl->family = &detail::attention_family_for(problem, device.target);
   const detail::AttentionFamily& family = *impl->family;
   impl->spec = family.spec_for(problem);
@@ -114,10 +133,11 @@ std::unique_ptr<KvAttentionPlan::Impl> make_plan(const detail::AttnProblem& prob
       scratch_workspace.emplace(plan.workspace_bytes);
     }
     const TuningInputs& in = *inputs;
-    family.launch(plan, in.problem,
-                  {in.q_view, in.k_view, in.v_view, in.out_view, nullptr, static_cast<const std::int32_t*>(in.table.data()),
-                   in.pages_per_seq, static_cast<const std::int32_t*>(in.lengths.data())},
-                  scratch_workspace->data(), s);
+    detail::AttnTensors tensors{in.q_view,  in.k_view, in.v_view, in.out_view, nullptr,
+                                static_cast<const std::int32_t*>(in.table.data()), in.pages_per_seq,
+                                static_cast<const std::int32_t*>(in.lengths.data())};
+    tensors.k_descale = tensors.v_descale = static_cast<const float*>(in.descale.data());
+    family.launch(plan, in.problem, tensors, scratch_workspace->data(), s);
   };
   impl->config = choose_config(family, impl->spec, family.bucket(problem), run, stream);
   impl->plan = detail::load_plan(family, problem, impl->config, device.target);
@@ -141,6 +161,11 @@ KvAttentionPlan plan_kv_attention(const KvAttentionShape& shape, const KvAttenti
 
 namespace {
 
+void check_descale_placement(const KvCache& cache, const detail::DeviceInfo& device) {
+  if (cache.k_descale != nullptr) detail::check_pointer_placement("cache.k_descale", cache.k_descale, device);
+  if (cache.v_descale != nullptr) detail::check_pointer_placement("cache.v_descale", cache.v_descale, device);
+}
+
 const KvAttentionPlan::Impl& impl_of(const std::unique_ptr<KvAttentionPlan::Impl>& impl) {
   if (!impl) throw Error(ErrorCode::InvalidArgument, "this KvAttentionPlan is empty: make it with jit::plan_kv_attention");
   return *impl;
@@ -155,6 +180,7 @@ void check_run_device(const KvAttentionPlan::Impl& impl, const TensorView& q, co
                 "per context");
   }
   detail::check_placement(q, cache.k, cache.v, out, run.lse, device);
+  check_descale_placement(cache, device);
 }
 
 }  // namespace
@@ -187,6 +213,7 @@ void attention_with_kvcache(const TensorView& q, const KvCache& cache, const Ten
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, cache.k, cache.v, out, run.lse, device);
+  check_descale_placement(cache, device);
   if (detail::knobs().check) detail::check_kv_contents(problem, cache, run.stream);
   // The plans of the exact problems seen on each context, kept for the
   // process (bounded, as the dense path's are).

@@ -39,6 +39,10 @@ void check_one(const char* name, const void* data, bool accessed, const DeviceIn
 
 }  // namespace
 
+void check_pointer_placement(const char* name, const void* data, const DeviceInfo& device) {
+  check_one(name, data, true, device);
+}
+
 void check_placement(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                      const float* lse, const DeviceInfo& device) {
   check_one("q", q.data, q.numel() != 0, device);

@@ -15,4 +15,7 @@ namespace jit::detail {
 void check_placement(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                      const float* lse, const DeviceInfo& device);
 
+// The same for one pointer the kernel reads, named `name` in the error.
+void check_pointer_placement(const char* name, const void* data, const DeviceInfo& device);
+
 }  // namespace jit::detail

@@ -55,6 +55,41 @@ __device__ __forceinline__ u32 cvt_rn_x2(float lo, float hi) {
   return r;
 }
 
+// Four e4m3 (bytes 0..3 of x) -> two registers of two T, exactly: lo holds
+// bytes 0 and 1, hi bytes 2 and 3 (the lower byte in the lower half). e4m3
+// converts to f16 in one instruction (sm_89 and newer); bf16 goes through
+// fp32, as no instruction converts f16x2 to bf16x2.
+template <class T>
+__device__ __forceinline__ void cvt_e4m3x4(u32 x, u32& lo, u32& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  static_assert(sizeof(T) == 0, "e4m3 conversions need sm_89 or newer");
+#endif
+  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+      : "=r"(lo), "=r"(hi)
+      : "r"(x));
+  if constexpr (!is_f16<T>::value) {
+    auto to_bf16x2 = [](u32 h2) {
+      u32 r;
+      asm("{\n .reg .f16 a, b;\n .reg .f32 fa, fb;\n mov.b32 {a, b}, %1;\n cvt.f32.f16 fa, a;\n"
+          " cvt.f32.f16 fb, b;\n cvt.rn.bf16x2.f32 %0, fb, fa;\n}\n"
+          : "=r"(r)
+          : "r"(h2));
+      return r;
+    };
+    lo = to_bf16x2(lo);
+    hi = to_bf16x2(hi);
+  }
+}
+
+// Bytes of x rearranged by a prmt selector (byte i of the result is byte
+// (selector >> 4 i) & 7 of x, zeros above 3).
+template <u32 SELECTOR>
+__device__ __forceinline__ u32 byte_perm(u32 x) {
+  u32 r;
+  asm("prmt.b32 %0, %1, 0, %2;\n" : "=r"(r) : "r"(x), "n"(SELECTOR));
+  return r;
+}
+
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -99,6 +134,12 @@ __device__ __forceinline__ void ld_global_v2_f32(float (&v)[2], const void* ptr)
 __device__ __forceinline__ void ld_shared_v4_f32(float (&v)[4], u32 addr) {
   asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];\n" : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3]) : "r"(addr)
                : "memory");
+}
+__device__ __forceinline__ void st_shared_v4_f32(u32 addr, float a, float b, float c, float d) {
+  asm volatile("st.shared.v4.f32 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d) : "memory");
+}
+__device__ __forceinline__ void ld_shared_v2_b32(u32& a, u32& b, u32 addr) {
+  asm volatile("ld.shared.v2.b32 {%0,%1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(addr) : "memory");
 }
 __device__ __forceinline__ void st_shared_v2_f32(u32 addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");

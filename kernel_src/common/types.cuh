@@ -7,15 +7,17 @@ namespace cujit {
 using u32 = unsigned int;
 using i64 = long long;
 
-// 16-bit storage types; arithmetic happens in fp32 registers.
+// Storage types; arithmetic happens in fp32 registers. e4m3 is the FP8
+// format with 4 exponent bits (bias 7), 3 mantissa bits and no infinity.
 struct f16 { unsigned short bits; };
 struct bf16 { unsigned short bits; };
+struct e4m3 { unsigned char bits; };
 
 template <class T> struct is_f16 { static constexpr bool value = false; };
 template <> struct is_f16<f16> { static constexpr bool value = true; };
 
 // Bytes per stored element: where device code and shared-memory layouts get
-// it from (1 for the FP8 types to come).
+// it from.
 template <class T> struct element_traits { static constexpr int bytes = sizeof(T); };
 
 template <class A, class B> struct same_type { static constexpr bool value = false; };

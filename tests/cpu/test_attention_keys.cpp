@@ -133,6 +133,28 @@ TEST(AttnSpec, JsonFormIsTheOneKeysAndRecordsHold) {
   EXPECT_EQ(jit::detail::spec_of(problem()), (jit::detail::AttnSpec{jit::DType::f16, 128, true}));
 }
 
+TEST(AttnSpec, AnFp8CacheIsKeyedApart) {
+  jit::detail::AttnSpec spec{jit::DType::f16, 128, true};
+  spec.paged = true;
+  spec.block_m = 16;
+  spec.fp8_kv = true;
+  const jit::Json json = spec;
+  EXPECT_EQ(json.at("kv"), "e4m3");
+  EXPECT_EQ(json.get<jit::detail::AttnSpec>(), spec);
+  spec.fp8_kv = false;
+  EXPECT_FALSE(jit::Json(spec).contains("kv"));  // 16-bit caches keep their keys and records
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Json fp8 = {{"dtype", "bf16"}, {"d", 128}, {"causal", true}, {"paged", true}, {"bm", 16}, {"kv", "e4m3"}};
+  const jit::Json config = decode.default_config(fp8, jit::offline_target("sm_90a"));
+  EXPECT_EQ(decode.variant_name(fp8, config), "attn_decode_d128_bf16_kve4m3_causal_paged_bm16_bn128_st3_w4");
+  EXPECT_EQ(decode.name_expression(fp8, config),
+            "cujit::decode::attn_decode<128, 16, 128, 3, 4, cujit::bf16, cujit::e4m3, true, true>");
+  EXPECT_TRUE(decode.why_pruned(fp8, config, jit::offline_target("sm_80")).has_value()) << "e4m3 needs sm_89";
+  jit::Json d256 = fp8;
+  d256["d"] = 256;
+  EXPECT_TRUE(decode.why_pruned(d256, config, jit::offline_target("sm_90a")).has_value());
+}
+
 TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   const jit::Json spec = {{"dtype", "bf16"}, {"d", 128}, {"causal", true}};
   const auto& sm90 = jit::detail::sm90_attention_family();

@@ -70,6 +70,37 @@ void expect_invalid(const Tensors& t, std::initializer_list<std::string> needles
 
 // --- accepted problems -----------------------------------------------------
 
+TEST(ValidateAttention, SaysFp8IsForKvCachesOnly) {
+  try {
+    validate(valid_bhsd(2, 4, 4, 128, 128, 64, DType::e4m3));
+    ADD_FAILURE() << "e4m3 attention was accepted";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("attention_with_kvcache"), std::string::npos) << e.what();
+  }
+}
+
+TEST(E4m3Bits, RoundTripEveryCodeAndRoundToNearestEven) {
+  for (std::uint16_t code = 0; code < 256; ++code) {
+    const float value = jit::bits_to_float(code, DType::e4m3);
+    if ((code & 0x7f) == 0x7f) {
+      EXPECT_TRUE(std::isnan(value)) << code;
+      continue;
+    }
+    EXPECT_EQ(jit::float_to_bits(value, DType::e4m3), code) << code << " = " << value;
+  }
+  EXPECT_EQ(jit::bits_to_float(0x7e, DType::e4m3), 448.f);
+  EXPECT_EQ(jit::bits_to_float(0x01, DType::e4m3), std::ldexp(1.f, -9));
+  EXPECT_EQ(jit::bits_to_float(0x08, DType::e4m3), std::ldexp(1.f, -6));
+  EXPECT_EQ(jit::float_to_bits(1000.f, DType::e4m3), 0x7e);   // saturates
+  EXPECT_EQ(jit::float_to_bits(-1000.f, DType::e4m3), 0xfe);
+  EXPECT_EQ(jit::float_to_bits(1.0625f, DType::e4m3), 0x38);  // halfway between 1 and 1.125: to even (1)
+  EXPECT_EQ(jit::float_to_bits(1.1875f, DType::e4m3), 0x3a);  // between 1.125 and 1.25: to even (1.25)
+  EXPECT_EQ(jit::float_to_bits(std::ldexp(1.f, -10), DType::e4m3), 0x00);  // half the smallest step: to even (0)
+  EXPECT_EQ(jit::element_size(DType::e4m3), 1u);
+  EXPECT_STREQ(jit::to_string(DType::e4m3), "e4m3");
+}
+
 TEST(ValidateAttention, AcceptsContiguousBhsd) {
   const AttnProblem p = validate(valid_bhsd());
   EXPECT_EQ(p.batch, 2);

@@ -585,3 +585,92 @@ TEST(KvShapeOf, PoolPagesOverTheLimitReachTheProblemCheck) {
   EXPECT_EQ(s.page_size, 512);
   expect_invalid_shape(s, {"page size must be 1 to 256 keys"});
 }
+
+// --- FP8 caches ---------------------------------------------------------------
+
+namespace {
+
+constexpr std::uintptr_t kKDescale = 0x90000000, kVDescale = 0xa0000000;
+
+KvAttentionShape fp8_shape() {
+  KvAttentionShape s = paged_shape();
+  s.kv_dtype = DType::e4m3;
+  return s;
+}
+
+// The paged pool in e4m3, with [B, Hkv] descale factors.
+RunArgs fp8_args() {
+  RunArgs a = paged_args();
+  a.cache.k.dtype = a.cache.v.dtype = DType::e4m3;
+  a.cache.k_descale = static_cast<const float*>(fake(kKDescale));
+  a.cache.v_descale = static_cast<const float*>(fake(kVDescale));
+  return a;
+}
+
+}  // namespace
+
+TEST(KvFp8Cache, PlanAndRunCarryTheCachesType) {
+  const AttnProblem p = kv_problem_of(fp8_shape(), {});
+  EXPECT_TRUE(p.fp8_kv);
+  EXPECT_EQ(p.dtype, DType::f16);
+  EXPECT_FALSE(kv_problem_of(paged_shape(), {}).fp8_kv);
+  EXPECT_NO_THROW(check(p, fp8_args()));
+  RunArgs per_cache = fp8_args();
+  per_cache.cache.descale_strides = std::array<std::int64_t, 2>{0, 0};
+  EXPECT_NO_THROW(check(p, per_cache));
+  EXPECT_EQ(jit::detail::descale_strides_of(p, fp8_args().cache), (std::array<std::int64_t, 2>{kHkv, 1}));
+  EXPECT_EQ(jit::detail::descale_strides_of(p, per_cache.cache), (std::array<std::int64_t, 2>{0, 0}));
+}
+
+TEST(KvFp8Cache, ShapeOfReadsTheCachesType) {
+  RunArgs a = fp8_args();
+  const KvAttentionShape s = kv_shape_of(a.q, a.cache);
+  ASSERT_TRUE(s.kv_dtype.has_value());
+  EXPECT_EQ(*s.kv_dtype, DType::e4m3);
+  EXPECT_FALSE(kv_shape_of(paged_args().q, paged_args().cache).kv_dtype.has_value());
+}
+
+TEST(KvFp8Cache, RejectsFp8QueriesAndOtherCacheTypes) {
+  KvAttentionShape s = fp8_shape();
+  s.dtype = DType::e4m3;
+  expect_invalid_shape(s, {"shape.dtype", "e4m3", "shape.kv_dtype"});
+  s = paged_shape();
+  s.kv_dtype = DType::bf16;  // q in f16
+  expect_invalid_shape(s, {"shape.kv_dtype is bf16", "shape.dtype f16"});
+}
+
+TEST(KvFp8Cache, RunNeedsTheCacheInThePlansType) {
+  RunArgs sixteen_bit = paged_args();
+  expect_invalid_run(kv_problem_of(fp8_shape(), {}), sixteen_bit, {"cache.k has dtype f16", "e4m3"});
+  RunArgs fp8 = fp8_args();
+  expect_invalid_run(kv_problem_of(paged_shape(), {}), fp8, {"cache.k has dtype e4m3", "shape.kv_dtype = e4m3"});
+  RunArgs fp8_q = fp8_args();
+  fp8_q.q.dtype = DType::e4m3;
+  expect_invalid_run(kv_problem_of(fp8_shape(), {}), fp8_q, {"q has dtype e4m3", "f16"});
+}
+
+TEST(KvFp8Cache, RunNeedsBothDescalesOnlyForAnFp8Cache) {
+  const AttnProblem p = kv_problem_of(fp8_shape(), {});
+  RunArgs a = fp8_args();
+  a.cache.k_descale = nullptr;
+  expect_invalid_run(p, a, {"cache.k_descale is null", "[B, Hkv]"});
+  a = fp8_args();
+  a.cache.v_descale = nullptr;
+  expect_invalid_run(p, a, {"cache.v_descale is null"});
+  a = fp8_args();
+  a.cache.v_descale = static_cast<const float*>(fake(kVDescale + 2));
+  expect_invalid_run(p, a, {"cache.v_descale must be 4-byte aligned"});
+  a = fp8_args();
+  a.cache.descale_strides = std::array<std::int64_t, 2>{-1, 1};
+  expect_invalid_run(p, a, {"cache.descale_strides", "negative"});
+  a = fp8_args();
+  a.cache.descale_strides = std::array<std::int64_t, 2>{std::numeric_limits<std::int64_t>::max() / 2, 1};
+  expect_invalid_run(p, a, {"cache.descale_strides", "64-bit"});
+
+  RunArgs sixteen_bit = paged_args();
+  sixteen_bit.cache.k_descale = static_cast<const float*>(fake(kKDescale));
+  expect_invalid_run(kv_problem_of(paged_shape(), {}), sixteen_bit, {"cache.k_descale is set", "FP8"});
+  sixteen_bit = paged_args();
+  sixteen_bit.cache.descale_strides = std::array<std::int64_t, 2>{0, 0};
+  expect_invalid_run(kv_problem_of(paged_shape(), {}), sixteen_bit, {"cache.descale_strides is set"});
+}

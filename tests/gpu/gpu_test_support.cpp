@@ -4,11 +4,13 @@
 #include <fmt/ranges.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 #include <utility>
@@ -151,12 +153,61 @@ std::uint16_t float_to_bf16_bits(float value) {
 
 float bf16_bits_to_float(std::uint16_t bits) { return std::bit_cast<float>(std::uint32_t(bits) << 16); }
 
+float e4m3_bits_to_float(std::uint16_t bits) {
+  const int exponent = (bits >> 3) & 0xf, mantissa = bits & 7;
+  if (exponent == 0xf && mantissa == 7) return std::numeric_limits<float>::quiet_NaN();
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa / 8.0, -6) : std::ldexp(1.0 + mantissa / 8.0, exponent - 7);
+  return float(bits & 0x80 ? -magnitude : magnitude);
+}
+
+std::uint16_t float_to_e4m3_bits(float value) {
+  const std::uint16_t sign = std::signbit(value) ? 0x80 : 0;
+  if (std::isnan(value)) return sign | 0x7f;
+  // The finite magnitudes are codes 0..0x7e in increasing order: the nearest
+  // by binary search, ties to the even code.
+  static const std::vector<float> magnitudes = [] {
+    std::vector<float> all(0x7f);
+    for (std::uint16_t code = 0; code < 0x7f; ++code) all[code] = e4m3_bits_to_float(code);
+    return all;
+  }();
+  const float x = std::fabs(value);
+  const auto above = std::lower_bound(magnitudes.begin(), magnitudes.end(), x);
+  if (above == magnitudes.end()) return sign | 0x7e;
+  auto code = std::uint16_t(above - magnitudes.begin());
+  if (code > 0) {
+    const float up = *above - x, down = x - magnitudes[code - 1];
+    if (down < up || (down == up && code % 2 == 1)) --code;
+  }
+  return sign | code;
+}
+
 std::uint16_t encode(jit::DType dtype, float value) {
-  return dtype == jit::DType::f16 ? float_to_half_bits(value) : float_to_bf16_bits(value);
+  switch (dtype) {
+    case jit::DType::f16: return float_to_half_bits(value);
+    case jit::DType::bf16: return float_to_bf16_bits(value);
+    case jit::DType::e4m3: return float_to_e4m3_bits(value);
+  }
+  throw std::logic_error("encode: unknown dtype");
 }
 
 float decode(jit::DType dtype, std::uint16_t bits) {
-  return dtype == jit::DType::f16 ? half_bits_to_float(bits) : bf16_bits_to_float(bits);
+  switch (dtype) {
+    case jit::DType::f16: return half_bits_to_float(bits);
+    case jit::DType::bf16: return bf16_bits_to_float(bits);
+    case jit::DType::e4m3: return e4m3_bits_to_float(bits);
+  }
+  throw std::logic_error("decode: unknown dtype");
+}
+
+jit::DeviceBuffer upload_values(const std::vector<float>& values, jit::DType dtype) {
+  if (dtype == jit::DType::e4m3) {
+    std::vector<std::uint8_t> bytes(values.size());
+    std::transform(values.begin(), values.end(), bytes.begin(), [](float x) { return std::uint8_t(float_to_e4m3_bits(x)); });
+    return upload_bytes(bytes.data(), bytes.size());
+  }
+  std::vector<std::uint16_t> bits(values.size());
+  std::transform(values.begin(), values.end(), bits.begin(), [&](float x) { return encode(dtype, x); });
+  return upload_bytes(bits.data(), bits.size() * sizeof(std::uint16_t));
 }
 
 // ---------------------------------------------------------------------------

@@ -64,9 +64,16 @@ std::uint16_t float_to_half_bits(float value);
 float half_bits_to_float(std::uint16_t bits);
 std::uint16_t float_to_bf16_bits(float value);
 float bf16_bits_to_float(std::uint16_t bits);
+/// e4m3 (FP8, no infinity): nearest of the finite values, ties to the even
+/// code; past 448 saturates (as a quantizer does); NaN is 0x7f.
+std::uint16_t float_to_e4m3_bits(float value);
+float e4m3_bits_to_float(std::uint16_t bits);
 
+/// The bits of one element (e4m3: in the low byte).
 std::uint16_t encode(jit::DType dtype, float value);
 float decode(jit::DType dtype, std::uint16_t bits);
+/// Device storage of `values` as `dtype` (1 or 2 bytes per element).
+jit::DeviceBuffer upload_values(const std::vector<float>& values, jit::DType dtype);
 /// The value the device sees after storing `value` as `dtype`.
 inline float round_to(jit::DType dtype, float value) { return decode(dtype, encode(dtype, value)); }
 

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace cujit_test {
@@ -53,6 +54,27 @@ ReferenceProblem sequence_problem(const KvReferenceProblem& p, std::int64_t b) {
   return one;
 }
 
+namespace {
+
+// Sequence b's [Hkv, L, D] keys or values times their heads' factors (none
+// when `factors` is empty), rounded to float: 2^-24 relative, far below any
+// output tolerance.
+std::vector<float> descaled(const KvReferenceProblem& p, const std::vector<double>& factors, std::vector<float> x,
+                            std::int64_t b) {
+  if (factors.empty()) return x;
+  if (std::int64_t(factors.size()) != p.batch * p.heads_kv) {
+    throw std::invalid_argument(fmt::format("reference_kv_attention: {} descale factors for {} x {} heads",
+                                            factors.size(), p.batch, p.heads_kv));
+  }
+  const std::size_t per_head = x.size() / std::size_t(std::max<std::int64_t>(p.heads_kv, 1));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = float(double(x[i]) * factors[std::size_t(b * p.heads_kv) + i / per_head]);
+  }
+  return x;
+}
+
+}  // namespace
+
 ReferenceResult reference_kv_attention(const KvReferenceProblem& p, const std::vector<float>& q,
                                        const KvReferenceCache& cache) {
   if (std::int64_t(p.seq_lens.size()) != p.batch) {
@@ -67,8 +89,9 @@ ReferenceResult reference_kv_attention(const KvReferenceProblem& p, const std::v
   ReferenceResult out;
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::vector<float> q_b(q.begin() + b * rows * D, q.begin() + (b + 1) * rows * D);
-    const ReferenceResult one = reference_attention(sequence_problem(p, b), q_b, gather_sequence(p, cache, cache.k, b),
-                                                    gather_sequence(p, cache, cache.v, b));
+    const ReferenceResult one =
+        reference_attention(sequence_problem(p, b), q_b, descaled(p, p.k_descale, gather_sequence(p, cache, cache.k, b), b),
+                            descaled(p, p.v_descale, gather_sequence(p, cache, cache.v, b), b));
     out.o.insert(out.o.end(), one.o.begin(), one.o.end());
     out.lse.insert(out.lse.end(), one.lse.begin(), one.lse.end());
     out.visible_keys.insert(out.visible_keys.end(), one.visible_keys.begin(), one.visible_keys.end());

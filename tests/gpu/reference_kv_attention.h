@@ -43,6 +43,9 @@ struct KvReferenceProblem {
   bool causal = true;  ///< query row i of a sequence of L keys sees keys j <= i + L - seq_q
   double scale = 0.125;
   std::vector<std::int64_t> seq_lens;  ///< keys of each sequence (its new rows included); size batch
+  /// An FP8 cache's descale factors, [B * Hkv]: sequence b's keys (values) of
+  /// KV head hk are the cache's times k_descale[b * Hkv + hk]. Empty: 1.
+  std::vector<double> k_descale, v_descale;
 };
 
 /// Sequence b's keys (from cache.k) or values (cache.v): `pool` is one of

@@ -3,7 +3,8 @@
 // layout the API takes; shuffled pages; per-sequence lengths) against the
 // float64 reference, LSE included, sequence by sequence; then the plan's
 // contract: forced and chosen splits, bitwise identical runs, replay from a
-// CUDA graph, attention_with_kvcache, a caller's workspace. Keys past a
+// CUDA graph, attention_with_kvcache, a caller's workspace; FP8 (e4m3)
+// caches with their descale factors over the same grid. Keys past a
 // sequence's length and pages no sequence owns hold NaN (kv_cache_image.h).
 // Every test skips, with the reason, where there is no usable GPU. main() is
 // gpu_test_main.cpp (a fresh cache directory; CUJIT_AUTOTUNE=off unless set).
@@ -12,7 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <optional>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -43,7 +46,11 @@ struct KvCase {
   int num_splits = 0;
   Layout q_layout = Layout::bhsd, out_layout = Layout::bhsd;
   bool lse = true;
+  bool fp8 = false;  ///< the cache in e4m3, with random descale factors
+  std::optional<std::array<std::int64_t, 2>> descale_strides;  ///< as jit::KvCache takes them
 };
+
+DType kv_dtype_of(const KvCase& c) { return c.fp8 ? DType::e4m3 : c.dtype; }
 
 std::int64_t batch_of(const KvCase& c) { return std::int64_t(c.cache.lengths.size()); }
 
@@ -68,6 +75,8 @@ std::string case_name(const KvCase& c) {
     name += fmt::format("_q{}_o{}", to_string(c.q_layout), to_string(c.out_layout));
   }
   if (!c.lse) name += "_nolse";
+  if (c.fp8) name += "_kve4m3";
+  if (c.descale_strides) name += fmt::format("_descale{}x{}", (*c.descale_strides)[0], (*c.descale_strides)[1]);
   return name;
 }
 
@@ -82,6 +91,7 @@ jit::KvAttentionShape shape_of(const KvCase& c) {
   s.heads_kv = c.cache.heads_kv;
   s.head_dim = c.cache.head_dim;
   s.dtype = c.dtype;
+  if (c.fp8) s.kv_dtype = DType::e4m3;
   s.seq_q = c.seq_q;
   s.max_seq_k = max_seq_k_of(c);
   s.page_size = is_paged(c.cache.layout) ? c.cache.page_size : 0;
@@ -99,12 +109,6 @@ jit::KvAttentionOptions options_of(const KvCase& c) {
 // ---------------------------------------------------------------------------
 // Inputs, outputs and the comparison with the reference
 
-jit::DeviceBuffer upload_values(const std::vector<float>& values, DType dtype) {
-  std::vector<std::uint16_t> bits(values.size());
-  std::transform(values.begin(), values.end(), bits.begin(), [&](float x) { return encode(dtype, x); });
-  return upload_bytes(bits.data(), bits.size() * sizeof(std::uint16_t));
-}
-
 jit::DeviceBuffer upload_i32(const std::vector<std::int32_t>& values) {
   return upload_bytes(values.data(), values.size() * sizeof(std::int32_t));
 }
@@ -118,9 +122,30 @@ struct KvInputs {
   TestTensor dq;
   KvCacheImage image;
   KvReferenceProblem reference;
-  jit::DeviceBuffer k_mem, v_mem, table_mem, lens_mem;
+  jit::DeviceBuffer k_mem, v_mem, table_mem, lens_mem, k_descale_mem, v_descale_mem;
   jit::KvCache cache;
 };
+
+// FP8: descale factors in [0.25, 2) where the strides reach, as the kernel
+// reads them, and the reference's [B * Hkv] factors from the same entries.
+void add_descales(const KvCase& c, TestRng& rng, KvInputs& in) {
+  const std::int64_t B = batch_of(c), H = c.cache.heads_kv;
+  const std::array<std::int64_t, 2> strides = c.descale_strides.value_or(std::array<std::int64_t, 2>{H, 1});
+  const std::int64_t entries = std::max<std::int64_t>(B - 1, 0) * strides[0] + (H - 1) * strides[1] + 1;
+  auto make = [&](jit::DeviceBuffer& mem, std::vector<double>& reference) {
+    std::vector<float> factors(static_cast<std::size_t>(entries));
+    for (float& f : factors) f = float(0.25 + 1.75 * rng.uniform());
+    mem = upload_bytes(factors.data(), factors.size() * sizeof(float));
+    reference.clear();
+    for (std::int64_t b = 0; b < B; ++b)
+      for (std::int64_t h = 0; h < H; ++h) reference.push_back(factors[std::size_t(b * strides[0] + h * strides[1])]);
+  };
+  make(in.k_descale_mem, in.reference.k_descale);
+  make(in.v_descale_mem, in.reference.v_descale);
+  in.cache.k_descale = static_cast<const float*>(in.k_descale_mem.data());
+  in.cache.v_descale = static_cast<const float*>(in.v_descale_mem.data());
+  in.cache.descale_strides = c.descale_strides;
+}
 
 KvInputs make_kv_inputs(const KvCase& c, TestRng& rng) {
   const std::int64_t max_seq_k = max_seq_k_of(c);
@@ -133,12 +158,13 @@ KvInputs make_kv_inputs(const KvCase& c, TestRng& rng) {
   KvInputs in;
   in.q = rng.normal_vector(std::size_t(count(q_dims)), c.dtype);
   in.dq = make_tensor(c.q_layout, c.dtype, q_dims, &in.q);
-  in.image = build_kv_cache(c.cache, c.dtype, rng);
-  in.k_mem = upload_values(in.image.k_storage, c.dtype);
-  if (!in.image.v_storage.empty()) in.v_mem = upload_values(in.image.v_storage, c.dtype);
+  const DType kv_dtype = kv_dtype_of(c);
+  in.image = build_kv_cache(c.cache, kv_dtype, rng);
+  in.k_mem = upload_values(in.image.k_storage, kv_dtype);
+  if (!in.image.v_storage.empty()) in.v_mem = upload_values(in.image.v_storage, kv_dtype);
   void* v_base = in.image.v_storage.empty() ? in.k_mem.data() : in.v_mem.data();  // interleaved: one pool
-  in.cache.k = device_view(in.image.cache.k, in.k_mem.data(), c.dtype);
-  in.cache.v = device_view(in.image.cache.v, v_base, c.dtype);
+  in.cache.k = device_view(in.image.cache.k, in.k_mem.data(), kv_dtype);
+  in.cache.v = device_view(in.image.cache.v, v_base, kv_dtype);
   if (in.image.cache.paged()) {
     in.table_mem = upload_i32(in.image.cache.block_table);
     in.cache.block_table = static_cast<const std::int32_t*>(in.table_mem.data());
@@ -158,6 +184,7 @@ KvInputs make_kv_inputs(const KvCase& c, TestRng& rng) {
   // The library's default scale, computed in double and kept as a float.
   in.reference.scale = double(float(1.0 / std::sqrt(double(c.cache.head_dim))));
   in.reference.seq_lens = c.cache.lengths;
+  if (c.fp8) add_descales(c, rng, in);
   return in;
 }
 
@@ -409,6 +436,55 @@ std::vector<KvCase> head_dim_256_cases() {
 INSTANTIATE_TEST_SUITE_P(HeadDim256, KvAttentionHeadDim256Gpu, ::testing::ValuesIn(head_dim_256_cases()),
                          param_name);
 
+// FP8 (e4m3) caches: the grid above, converted. The values are e4m3 draws of
+// N(0, 1) and the descale factors random per (sequence, KV head), one per KV
+// head, or one for the cache; the reference attends to their products, so
+// the tolerance is the 16-bit cache's.
+KvCase fp8_case(KvCase c) {
+  c.fp8 = true;
+  return c;
+}
+
+std::vector<KvCase> fp8_cases() {
+  std::vector<KvCase> cases;
+  const KvLayout layouts[] = {KvLayout::paged_vllm, KvLayout::paged_head_major, KvLayout::paged_interleaved};
+  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256};
+  for (std::size_t i = 0; i < std::size(page_sizes); ++i) {
+    const std::int64_t ps = page_sizes[i];
+    const std::vector<std::int64_t> lengths = {0, 1, ps - 1, ps + 1, 3 * ps + 2, 700};
+    cases.push_back(fp8_case(paged_case(DType::f16, 8, 2, 128, 1, layouts[i % 3], ps, lengths, true)));
+    cases.push_back(fp8_case(paged_case(DType::bf16, 8, 2, 64, 4, layouts[(i + 1) % 3], ps, lengths, false)));
+  }
+  // Query heads per KV head 1, 4, 8, 32 (MQA), and speculative rows.
+  const std::pair<std::int64_t, std::int64_t> heads[] = {{4, 4}, {16, 4}, {32, 4}, {32, 1}, {8, 1}};
+  for (std::size_t i = 0; i < std::size(heads); ++i) {
+    const auto [hq, hkv] = heads[i];
+    cases.push_back(fp8_case(paged_case(i % 2 ? DType::bf16 : DType::f16, hq, hkv, 128, i % 3 == 1 ? 4 : 1,
+                                        KvLayout::paged_vllm, 16, {300, 77, 1, 16}, i % 2 == 0)));
+  }
+  for (std::int64_t d : {64, 128})
+    for (DType dtype : {DType::f16, DType::bf16})
+      cases.push_back(fp8_case(paged_case(dtype, 8, 2, d, 16, KvLayout::paged_interleaved, 64, {1000, 129, 64},
+                                          dtype == DType::f16)));
+  // Contiguous caches, with and without lengths; one factor per KV head and
+  // one for the whole cache.
+  KvCase contiguous = fp8_case(paged_case(DType::bf16, 8, 2, 128, 1, KvLayout::contiguous_bshd, 0, {0, 1, 200, 1000}, true));
+  contiguous.cache.capacity = 1024;
+  contiguous.descale_strides = std::array<std::int64_t, 2>{0, 1};
+  cases.push_back(contiguous);
+  KvCase no_lengths = fp8_case(paged_case(DType::f16, 4, 4, 128, 1, KvLayout::contiguous_bhsd, 0, {777, 777}, false));
+  no_lengths.seq_lens = false;
+  no_lengths.descale_strides = std::array<std::int64_t, 2>{0, 0};
+  cases.push_back(no_lengths);
+  // Chunked prefill against a paged prefix, and long sequences (split).
+  cases.push_back(fp8_case(paged_case(DType::f16, 8, 2, 128, 200, KvLayout::paged_vllm, 64, {3200, 450}, true)));
+  cases.push_back(fp8_case(paged_case(DType::bf16, 32, 8, 128, 1, KvLayout::paged_vllm, 16, {33000}, true)));
+  KvCase mqa = fp8_case(paged_case(DType::f16, 32, 1, 128, 1, KvLayout::contiguous_bhsd, 0, {32768, 5000}, false));
+  cases.push_back(mqa);
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(Fp8Cache, KvAttentionGpu, ::testing::ValuesIn(fp8_cases()), param_name);
+
 // ---------------------------------------------------------------------------
 // The plan's contract
 
@@ -481,10 +557,17 @@ int determinism_launches() {
   return value != nullptr && std::atoi(value) > 1 ? std::atoi(value) : 100;
 }
 
-TEST_F(KvPlanGpu, SamePlanGivesIdenticalBitsEveryRun) {
+class KvPlanBitsGpu : public ::testing::TestWithParam<bool> {
+ protected:
+  void SetUp() override { CUJIT_REQUIRE_GPU(); }
+};
+
+// A split plan over a 16-bit cache, and over an FP8 one (GetParam()).
+TEST_P(KvPlanBitsGpu, SamePlanGivesIdenticalBitsEveryRun) {
   TestRng rng;
   SCOPED_TRACE(rng.describe());
-  const KvCase c = split_case(16384);
+  KvCase c = split_case(16384);
+  c.fp8 = GetParam();
   const KvInputs in = make_kv_inputs(c, rng);
   KvOutputs o = make_outputs(c);
   const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape_of(c), options_of(c));
@@ -502,6 +585,8 @@ TEST_F(KvPlanGpu, SamePlanGivesIdenticalBitsEveryRun) {
     }
   }
 }
+INSTANTIATE_TEST_SUITE_P(KvPlan, KvPlanBitsGpu, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Fp8Cache" : "Cache16"; });
 
 const jit::detail::DriverApi& cu() { return jit::detail::driver(); }
 

@@ -57,13 +57,17 @@ int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
 }
 
 // D = 256 fits the registers without spilling only as sm_90's ptxas
-// allocates them, and with four warps or more (ptxas reports for sm_80/sm_89).
+// allocates them, and with four warps or more (ptxas reports for sm_80/sm_89);
+// over an FP8 cache, whose conversions take a few more, not at all.
 std::optional<std::string> why_head_dim_256_is_out(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
   if (s.head_dim <= 128) return std::nullopt;
+  if (s.fp8_kv) return fmt::format("head dim {} over an FP8 cache spills: 64 or 128 only", s.head_dim);
   if (target.cc < 90) return fmt::format("head dim {} spills on {}: sm_90 only", s.head_dim, target.arch);
   if (c.warps < 4) return fmt::format("head dim {} with {} warps spills", s.head_dim, c.warps);
   return std::nullopt;
 }
+
+int kv_bytes(const AttnSpec& s) { return s.fp8_kv ? 1 : 2; }
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
@@ -84,7 +88,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   bool memory_bound() const override { return true; }
 
   AttnSpec spec_for(const AttnProblem& problem) const override {
-    AttnSpec s = spec_of(problem);
+    AttnSpec s = spec_of(problem);  // fp8_kv included
     s.paged = problem.page_size > 0;
     s.block_m = block_m_for(packed_rows(problem));
     return s;
@@ -92,13 +96,15 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> specs;
-    for (bool paged : {false, true})
-      for (int block_m : {16, 32, 64}) {
-        AttnSpec s = base;
-        s.paged = paged;
-        s.block_m = block_m;
-        specs.push_back(s);
-      }
+    for (bool fp8_kv : {false, true})
+      for (bool paged : {false, true})
+        for (int block_m : {16, 32, 64}) {
+          AttnSpec s = base;
+          s.fp8_kv = fp8_kv;
+          s.paged = paged;
+          s.block_m = block_m;
+          specs.push_back(s);
+        }
     return specs;
   }
 
@@ -132,6 +138,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
                                               const Target& target) const override {
     // Mirrors the static_asserts at the top of attn_decode.
     if (!cujit::kDecodeHeadDims.contains(s.head_dim)) return fmt::format("head dim {} is not instantiated", s.head_dim);
+    if (s.fp8_kv && target.cc < 89) return fmt::format("an FP8 cache needs sm_89 or newer, not {}", target.arch);
     const int row_warps = s.block_m / 16;
     if (s.block_m % 16 != 0 || row_warps < 1 || row_warps > 4) return fmt::format("BM {} is not 16..64", s.block_m);
     if (c.warps % row_warps != 0) return fmt::format("{} warps do not tile {} rows of 16", c.warps, row_warps);
@@ -139,9 +146,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (c.bn % (16 * key_warps) != 0) return fmt::format("BN {} is not 16 keys for each of {} warps", c.bn, key_warps);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (s.paged && c.bn > 32 * c.warps) return fmt::format("paged: BN {} keys need as many threads", c.bn);
-    const int rows_per_pass = c.warps * 32 / (s.head_dim / 8);
+    const int rows_per_pass = c.warps * 32 / (s.head_dim * kv_bytes(s) / 16);
     if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
-    if (const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged);
+    if (const int smem =
+            cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s));
         smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
@@ -154,8 +162,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   DecodeConfig typed_default_config(const AttnSpec& s, const Target& target) const override {
-    // 64-key blocks, three deep: 64 KiB of K/V in flight per CTA at D = 128.
-    // Smaller rings where shared memory is short (D = 256 on sm_89).
+    // 64-key blocks, three deep: 64 KiB of K/V in flight per CTA at D = 128
+    // (128-key blocks over an FP8 cache, for the same bytes). Smaller rings
+    // where shared memory is short (D = 256 on sm_89).
+    if (s.fp8_kv && !typed_why_pruned(s, DecodeConfig{128, 3, 4}, target)) return {128, 3, 4};
     for (const DecodeConfig c : {DecodeConfig{64, 3, 4}, DecodeConfig{64, 2, 4}, DecodeConfig{32, 3, 2},
                                  DecodeConfig{32, 2, 2}, DecodeConfig{32, 2, 4}, DecodeConfig{64, 2, 8},
                                  DecodeConfig{32, 2, 8}}) {
@@ -166,19 +176,22 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   std::string typed_variant_name(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("attn_decode_d{}_{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
-                       s.causal ? "_causal" : "", s.paged ? "_paged" : "", s.block_m, c.bn, c.stages, c.warps);
+    return fmt::format("attn_decode_d{}_{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
+                       s.fp8_kv ? "_kve4m3" : "", s.causal ? "_causal" : "", s.paged ? "_paged" : "", s.block_m, c.bn,
+                       c.stages, c.warps);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, {}, {}>", s.head_dim, s.block_m,
-                       c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
+    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}>", s.head_dim,
+                       s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
+                       s.fp8_kv ? "e4m3" : kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
                        s.paged ? "true" : "false");
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
     if (!runs_on(target) || p.varlen || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
     if (p.head_dim > 128 && target.cc < 90) return false;  // why_head_dim_256_is_out
+    if (p.fp8_kv && (target.cc < 89 || p.head_dim > 128)) return false;  // e4m3 conversions, registers
     // Dense problems with few rows per KV head; everything over a cache.
     return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
   }
@@ -207,7 +220,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const std::int64_t m_blocks = (rows + s.block_m - 1) / s.block_m;
     const std::int64_t ctas = problem.batch * problem.heads_kv * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
-    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged);
+    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s));
     std::int64_t splits = problem.num_splits;
     if (splits == 0) {
       // As many CTAs as the SMs hold at once, never more (a second, partial
@@ -272,6 +285,12 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     p.block_table = problem.page_size > 0 ? t.block_table : nullptr;
     p.table_stride = t.table_stride;
     p.seq_lens = problem.seq_lens ? t.seq_lens : nullptr;
+    if (problem.fp8_kv) {
+      p.k_descale = t.k_descale;
+      p.v_descale = t.v_descale;
+      p.descale_stride[0] = t.descale_strides[0];
+      p.descale_stride[1] = t.descale_strides[1];
+    }
     if (d.splits > 1) {
       p.partial_o = static_cast<float*>(workspace);
       p.partial_lse2 =

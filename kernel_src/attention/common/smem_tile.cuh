@@ -1,7 +1,8 @@
 // A (ROWS, D) tile of ELEMENT_BYTES-byte elements in shared memory, stored
 // in 16-byte chunks whose column index is XOR-swizzled by the row, so that
 // ldmatrix (8 rows, same column) and the cp.async fill both touch 8
-// distinct banks.
+// distinct banks. Rows of 128 bytes or more swizzle by row % 8; 64-byte rows
+// (D = 64 in FP8), two to a 128-byte line, by (row / 2) % 4.
 #pragma once
 #include "common/ptx.cuh"
 
@@ -9,17 +10,19 @@ namespace cujit {
 
 template <int ROWS, int D, int ELEMENT_BYTES>
 struct SmemTile {
-  static_assert(ELEMENT_BYTES == 2, "ldmatrix and the 8-element chunks assume 16-bit elements");
+  static_assert(ELEMENT_BYTES == 1 || ELEMENT_BYTES == 2, "16-bit or 8-bit elements");
   static constexpr int kChunkElements = 16 / ELEMENT_BYTES;
+  static constexpr int kChunkShift = ELEMENT_BYTES == 2 ? 3 : 4;  // log2(kChunkElements)
   static constexpr int kChunks = D / kChunkElements;  // 16-byte chunks per row
-  static_assert(kChunks % 8 == 0, "the swizzle needs D to be a multiple of 64");
+  static_assert(kChunks % 8 == 0 || kChunks == 4, "the swizzle needs rows of 64 bytes or a multiple of 128");
   static constexpr int kBytes = ROWS * D * ELEMENT_BYTES;
 
-  // Byte offset of element (row, col); col is a multiple of 8 or lies within
-  // one chunk (col % 8 is kept).
+  // Byte offset of element (row, col); col is a multiple of kChunkElements
+  // or lies within one chunk (its offset in the chunk is kept).
   __device__ static __forceinline__ u32 offset(int row, int col) {
-    const int chunk = (col >> 3) ^ (row & 7);
-    return u32((row * D + (chunk << 3) + (col & 7)) * ELEMENT_BYTES);
+    const int swizzle = kChunks == 4 ? (row >> 1) & 3 : row & 7;
+    const int chunk = (col >> kChunkShift) ^ swizzle;
+    return u32((row * D + (chunk << kChunkShift) + (col & (kChunkElements - 1))) * ELEMENT_BYTES);
   }
 
   // Async copy of rows [0, rows_valid) from global (row stride in elements);

@@ -11,6 +11,14 @@
 // the end the key-sharing warps are merged through shared memory, and the CTA
 // writes its output (one split) or its normalized part and log-sum-exp
 // (several, merged by attn_decode_combine).
+//
+// An FP8 cache (TKV = e4m3, q in T) streams half the bytes and is converted
+// to T in registers, exactly, as the fragments are loaded: K's fragments come
+// from ldmatrix on bytes (four keys' bytes per register, so the head dim is
+// permuted the same way in Q's fragments), V's from ldmatrix.trans on byte
+// pairs (so each register holds two output columns, put back in place when
+// the warps are merged). The (sequence, KV head)'s descale factors scale the
+// scores (with the softmax scale) and the output.
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/common/smem_tile.cuh"
@@ -20,10 +28,16 @@
 
 namespace cujit::decode {
 
-// Dynamic shared memory: decode_layout.h.
-template <int D, int BM, int BN, int STAGES, int WARPS, class T, bool CAUSAL, bool PAGED>
-__global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant__ DecodeParams p) {
+// Dynamic shared memory: decode_layout.h. FP8 variants ask for at least one
+// CTA per SM, which lets ptxas use the registers the conversions need (left to
+// itself it holds some at 128 registers and spills); the 16-bit variants keep
+// the heuristic they were tuned with (a minimum of 0 emits no directive).
+template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED>
+__global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 0) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
+  constexpr bool kFp8 = same_type<TKV, e4m3>::value;
+  static_assert(kFp8 || same_type<TKV, T>::value, "the cache is in T, or e4m3");
+  static_assert(!kFp8 || D <= 128, "an FP8 cache has head dim 64 or 128 (256 spills)");
   static_assert(kDecodeHeadDims.contains(D), "D is one of kDecodeHeadDims");
   static_assert(BM % 16 == 0 && BM <= 64, "BM is 16, 32, 48 or 64 packed rows");
   constexpr int WM = BM / 16;      // warps across the rows
@@ -40,11 +54,13 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   constexpr int KT = D / 16;
   constexpr int DT = D / 8;
   constexpr int PT = KW / 16;
+  constexpr int KB = element_traits<TKV>::bytes;
   using QTile = SmemTile<BM, D, 2>;
-  using KVTile = SmemTile<BN, D, 2>;
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
-  static_assert(kThreads % kChunks == 0, "each thread loads one column of chunks");
-  constexpr int kRowsPerPass = kThreads / kChunks;
+  using KVTile = SmemTile<BN, D, KB>;
+  constexpr int kChunks = D / 8;                   // 16-byte chunks per row of Q and the output
+  constexpr int kKvChunks = D * KB / 16;           // and per row of K and V
+  static_assert(kThreads % kKvChunks == 0, "each thread loads one column of chunks");
+  constexpr int kRowsPerPass = kThreads / kKvChunks;
   static_assert(BN % kRowsPerPass == 0, "the threads cover a K/V block in whole passes");
   constexpr int kPasses = BN / kRowsPerPass;
 
@@ -79,6 +95,16 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   const int n_blocks = k_end > k_begin ? int(unsigned(k_end - k_begin + BN - 1) / unsigned(BN)) : 0;
   const int offset = p.causal_offset + len - p.seq_k;
 
+  // FP8: the K descale joins the softmax scale; the V descale, the output's
+  // normalizer.
+  float scale_log2 = p.scale_log2;
+  float v_descale = 1.f;
+  if constexpr (kFp8) {
+    const i64 at = batch * p.descale_stride[0] + head_kv * p.descale_stride[1];
+    scale_log2 *= p.k_descale[at];
+    v_descale = p.v_descale[at];
+  }
+
   // Q rows: packed row r is position r / group of head head_kv * group + r % group.
   {
     constexpr int kTotal = BM * kChunks;
@@ -107,8 +133,8 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   // loaded one iteration before it is stored to the slot, so no warp waits on
   // the table in the loop (waiting there cost every block a table load's
   // latency: the paged decode ran 8-10% behind the contiguous one).
-  const int my_row = tid / kChunks;
-  const int my_col = (tid % kChunks) * 8;
+  const int my_row = tid / kKvChunks;
+  const int my_col = (tid % kKvChunks) * (16 / KB);  // elements
   const u32 sPages = sV + STAGES * KVTile::kBytes;  // [STAGES][BN] (page, row) pairs
   int pending_entry = 0, pending_row = 0;  // one block's lookup for this thread's key, in flight
   auto lookup_start = [&](int block) {
@@ -135,8 +161,8 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
       }
     }
   };
-  const char* k_head = static_cast<const char*>(p.k) + head_kv * p.k_stride[1] * 2;
-  const char* v_head = static_cast<const char*>(p.v) + head_kv * p.v_stride[1] * 2;
+  const char* k_head = static_cast<const char*>(p.k) + head_kv * p.k_stride[1] * KB;
+  const char* v_head = static_cast<const char*>(p.v) + head_kv * p.v_stride[1] * KB;
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
@@ -155,8 +181,8 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
         outer = page;
         inner = page_row;
       }
-      const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * 2;
-      const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * 2;
+      const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * KB;
+      const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * KB;
       cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
       cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_src : p.v, valid ? 16 : 0);
     }
@@ -179,14 +205,23 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
   cp_async_wait_group<STAGES - 1>();  // the Q group
   __syncthreads();
 
-  auto q_frag_addr = [&](int mt, int kt) {
-    return sQ + QTile::offset(warp_m * 16 + mt * 16 + lane % 16, kt * 16 + (lane / 16) * 8);
+  // Q's A fragment of head-dim step kt. FP8: columns 4c..4c+3 of the step
+  // stand where the mma expects 2c, 2c+1, 2c+8, 2c+9, as in K's fragments.
+  auto load_q_frag = [&](u32 (&a)[4], int kt) {
+    if constexpr (kFp8) {
+      const int row = warp_m * 16 + lane / 4;
+      const int col = kt * 16 + 4 * (lane % 4);
+      ld_shared_v2_b32(a[0], a[2], sQ + QTile::offset(row, col));
+      ld_shared_v2_b32(a[1], a[3], sQ + QTile::offset(row + 8, col));
+    } else {
+      ldmatrix_x4(a, sQ + QTile::offset(warp_m * 16 + lane % 16, kt * 16 + (lane / 16) * 8));
+    }
   };
   constexpr bool kQInRegisters = D <= 128;  // else read per block: the registers go to O
   u32 q_frag[kQInRegisters ? KT : 1][4];
   if constexpr (kQInRegisters) {
 #pragma unroll
-    for (int kt = 0; kt < KT; ++kt) ldmatrix_x4(q_frag[kt], q_frag_addr(0, kt));
+    for (int kt = 0; kt < KT; ++kt) load_q_frag(q_frag[kt], kt);
   }
 
   // The first hidden key of each of this thread's rows.
@@ -203,7 +238,7 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
 
   float o[MT][DT][4];
   zero(o);
-  OnlineSoftmax<MT, NT, DT> softmax(p.scale_log2);
+  OnlineSoftmax<MT, NT, DT> softmax(scale_log2);
   const int warp_key0 = warp_n * KW;  // this warp's keys within a block
 
   for (int block = 0; block < n_blocks; ++block) {
@@ -216,29 +251,51 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
     const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
     const u32 v_stage = sV + u32(block % STAGES) * KVTile::kBytes;
 
+    auto q_of = [&](u32 (&a)[4], int kt) {
+      if constexpr (kQInRegisters) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = q_frag[kt][i];
+      } else {
+        load_q_frag(a, kt);
+      }
+    };
     float s[MT][NT][4];
     zero(s);
+    const int mi = lane / 8;
+    if constexpr (kFp8) {
+      // Per ldmatrix: 16 keys by two 16-column steps of the head dim, the
+      // register of matrix j holding key lane / 4 (+ 8 for j >= 2), columns
+      // 4 (lane % 4) .. + 3 of step j % 2.
 #pragma unroll
-    for (int kt = 0; kt < KT; ++kt) {
-      u32 a[MT][4];
+      for (int kt2 = 0; kt2 < KT / 2; ++kt2) {
+        u32 a0[4], a1[4];
+        q_of(a0, 2 * kt2);
+        q_of(a1, 2 * kt2 + 1);
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        if constexpr (kQInRegisters) {
-#pragma unroll
-          for (int i = 0; i < 4; ++i) a[mt][i] = q_frag[kt][i];
-        } else {
-          ldmatrix_x4(a[mt], q_frag_addr(mt, kt));
+        for (int np = 0; np < NT / 2; ++np) {
+          u32 b[4], lo, hi;
+          ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, (2 * kt2 + mi % 2) * 16));
+          cvt_e4m3x4<T>(b[0], lo, hi);
+          mma_m16n8k16<T>(s[0][2 * np], a0, lo, hi);
+          cvt_e4m3x4<T>(b[1], lo, hi);
+          mma_m16n8k16<T>(s[0][2 * np], a1, lo, hi);
+          cvt_e4m3x4<T>(b[2], lo, hi);
+          mma_m16n8k16<T>(s[0][2 * np + 1], a0, lo, hi);
+          cvt_e4m3x4<T>(b[3], lo, hi);
+          mma_m16n8k16<T>(s[0][2 * np + 1], a1, lo, hi);
         }
       }
+    } else {
 #pragma unroll
-      for (int np = 0; np < NT / 2; ++np) {
-        const int mi = lane / 8;
-        u32 b[4];
-        ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
+      for (int kt = 0; kt < KT; ++kt) {
+        u32 a[4];
+        q_of(a, kt);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          mma_m16n8k16<T>(s[mt][2 * np], a[mt], b[0], b[1]);
-          mma_m16n8k16<T>(s[mt][2 * np + 1], a[mt], b[2], b[3]);
+        for (int np = 0; np < NT / 2; ++np) {
+          u32 b[4];
+          ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
+          mma_m16n8k16<T>(s[0][2 * np], a, b[0], b[1]);
+          mma_m16n8k16<T>(s[0][2 * np + 1], a, b[2], b[3]);
         }
       }
     }
@@ -260,18 +317,34 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
 
 #pragma unroll
     for (int pk = 0; pk < PT; ++pk) {
-      u32 a[MT][4];
+      u32 a[4];
+      to_operand_a<T>(s, 0, pk, a);
+      if constexpr (kFp8) {
+        // Per ldmatrix.trans of byte pairs: 16 keys by two 16-column chunks.
+        // Matrix j's register holds keys 2 (lane % 4) and + 1 (+ 8 for odd
+        // j) at columns 2g and 2g + 1 (g = lane / 4) of chunk j / 2: its
+        // even column and its odd one are the B operands of two tiles, o
+        // tile 4 dq + 2 (j / 2) (columns 2n of the chunk) and the next
+        // (2n + 1).
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) to_operand_a<T>(s, mt, pk, a[mt]);
+        for (int dq = 0; dq < D / 32; ++dq) {
+          u32 b[4], even_lo, odd_lo, even_hi, odd_hi;
+          ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, (2 * dq + mi / 2) * 16));
 #pragma unroll
-      for (int dp = 0; dp < DT / 2; ++dp) {
-        const int mi = lane / 8;
-        u32 b[4];
-        ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, dp * 16 + (mi / 2) * 8));
+          for (int c = 0; c < 2; ++c) {
+            cvt_e4m3x4<T>(byte_perm<0x3120>(b[2 * c]), even_lo, odd_lo);
+            cvt_e4m3x4<T>(byte_perm<0x3120>(b[2 * c + 1]), even_hi, odd_hi);
+            mma_m16n8k16<T>(o[0][4 * dq + 2 * c], a, even_lo, even_hi);
+            mma_m16n8k16<T>(o[0][4 * dq + 2 * c + 1], a, odd_lo, odd_hi);
+          }
+        }
+      } else {
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          mma_m16n8k16<T>(o[mt][2 * dp], a[mt], b[0], b[1]);
-          mma_m16n8k16<T>(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+        for (int dp = 0; dp < DT / 2; ++dp) {
+          u32 b[4];
+          ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, dp * 16 + (mi / 2) * 8));
+          mma_m16n8k16<T>(o[0][2 * dp], a, b[0], b[1]);
+          mma_m16n8k16<T>(o[0][2 * dp + 1], a, b[2], b[3]);
         }
       }
     }
@@ -293,7 +366,7 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
     for (int r = 0; r < 2; ++r) {
       const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
       const float l = softmax.total_sum(mt, r);
-      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * p.scale_log2;
+      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
       if (lane % 4 == 0) {
         asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(stat_max + u32((warp_n * BM + row) * 4)), "f"(m) : "memory");
         asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(stat_sum + u32((warp_n * BM + row) * 4)), "f"(l) : "memory");
@@ -329,12 +402,26 @@ __global__ void __launch_bounds__(WARPS * 32) attn_decode(const __grid_constant_
       float max_all, sum_all;
       row_stats(row, max_all, sum_all);
       const float l = softmax.total_sum(mt, r);
-      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * p.scale_log2;
-      const float factor = ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
+      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
+      const float factor =
+          ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all) * v_descale;
+      const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
+      if constexpr (kFp8) {
+        // Tiles 2i and 2i + 1 hold columns 4 (lane % 4) .. + 3 of chunk i,
+        // interleaved (the PV loop above).
 #pragma unroll
-      for (int dt = 0; dt < DT; ++dt) {
-        const u32 addr = merge + u32(((warp_n * BM + row) * kRowFloats + dt * 8 + 2 * (lane % 4)) * 4);
-        st_shared_v2_f32(addr, o[mt][dt][2 * r] * factor, o[mt][dt][2 * r + 1] * factor);
+        for (int i = 0; i < DT / 2; ++i) {
+          const float* even = o[mt][2 * i];
+          const float* odd = o[mt][2 * i + 1];
+          st_shared_v4_f32(row_addr + u32((i * 16 + 4 * (lane % 4)) * 4), even[2 * r] * factor, odd[2 * r] * factor,
+                           even[2 * r + 1] * factor, odd[2 * r + 1] * factor);
+        }
+      } else {
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt) {
+          st_shared_v2_f32(row_addr + u32((dt * 8 + 2 * (lane % 4)) * 4), o[mt][dt][2 * r] * factor,
+                           o[mt][dt][2 * r + 1] * factor);
+        }
       }
     }
   }

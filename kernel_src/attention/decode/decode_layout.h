@@ -9,10 +9,11 @@ namespace cujit {
 // rows eight apart fall in different banks.
 CUJIT_HOST_DEVICE constexpr int decode_merge_row_floats(int d) { return d + 4; }
 
-// While the keys stream: Q (BM, D) and the K and V rings, 16-bit elements;
-// paged, a (page, row) pair per key of each stage after them.
-CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int stages, bool paged) {
-  return (bm + 2 * stages * bn) * d * 2 + (paged ? stages * bn * 8 : 0);
+// While the keys stream: Q (BM, D) in 16-bit elements and the K and V rings
+// in kv_bytes-byte ones (2, or 1 for an FP8 cache); paged, a (page, row) pair
+// per key of each stage after them.
+CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int stages, bool paged, int kv_bytes) {
+  return bm * d * 2 + 2 * stages * bn * d * kv_bytes + (paged ? stages * bn * 8 : 0);
 }
 
 // Afterwards, from the start: the merge rows (WN, BM, D + 4) fp32 and the row
@@ -21,8 +22,9 @@ CUJIT_HOST_DEVICE constexpr int decode_merge_bytes(int d, int bm, int warps) {
   return warps / (bm / 16) * bm * (decode_merge_row_floats(d) + 2) * 4;
 }
 
-CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged) {
-  const int stream = decode_stream_bytes(d, bm, bn, stages, paged);
+CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
+                                                  int kv_bytes) {
+  const int stream = decode_stream_bytes(d, bm, bn, stages, paged, kv_bytes);
   const int merge = decode_merge_bytes(d, bm, warps);
   return stream > merge ? stream : merge;
 }
