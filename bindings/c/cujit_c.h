@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Bumped when a struct below changes layout; callers check it. */
-#define CUJIT_C_ABI_VERSION 1
+#define CUJIT_C_ABI_VERSION 2
 CUJIT_C_API int cujit_c_abi_version(void);
 
 /* 0 on success, else jit::ErrorCode + 1. */
@@ -35,7 +35,8 @@ typedef enum {
   CUJIT_INTERNAL = 7
 } cujit_status;
 
-typedef enum { CUJIT_F16 = 0, CUJIT_BF16 = 1 } cujit_dtype;
+/* CUJIT_E4M3: FP8 (torch.float8_e4m3fn), for KV caches only. */
+typedef enum { CUJIT_F16 = 0, CUJIT_BF16 = 1, CUJIT_E4M3 = 2 } cujit_dtype;
 
 /* A [B, H, S, D] view of device memory; strides in elements, any order, with
  * a contiguous last dimension. */
@@ -107,6 +108,13 @@ typedef struct {
   int64_t pages_per_seq;      /* table entries per row that may be read */
   int64_t block_table_stride; /* elements between table rows; 0 means pages_per_seq */
   const int32_t* seq_lens;    /* int32 [B] on the device: keys per sequence, new rows included; NULL: all max_seq_k */
+  /* FP8 caches (k and v CUJIT_E4M3): float32 descale factors on the device,
+   * value = stored x factor, sequence b's and KV head h's at
+   * [b * descale_strides[0] + h * descale_strides[1]]; NULL for 16-bit caches. */
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_strides[2]; /* read only when has_descale_strides; else a contiguous [B, Hkv] */
+  int32_t has_descale_strides;
 } cujit_kv_cache;
 
 /* What a plan is made for (jit::KvAttentionShape). */
@@ -120,6 +128,7 @@ typedef struct {
   int64_t max_seq_k;            /* the longest sequence's key count */
   int64_t page_size;            /* 0: contiguous cache; else keys per page, 1 to 256 */
   int32_t per_sequence_lengths; /* nonzero: the cache gives seq_lens */
+  int32_t kv_dtype;             /* CUJIT_E4M3: an FP8 cache; 0 or dtype: the cache is in dtype */
 } cujit_kv_shape;
 
 /* NULL options mean causal, scale 1/sqrt(D), splits chosen by the plan. A

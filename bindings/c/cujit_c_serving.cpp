@@ -1,6 +1,7 @@
 // The serving half of the C interface (cujit_c.h): attention over a KV cache
 // (jit/serving.h), one-call and planned, with the same status and message
 // convention as the rest (c_api_support.h).
+#include <array>
 #include <cstddef>
 #include <string>
 
@@ -10,8 +11,9 @@
 
 // The layouts bindings/python/cujit_torch.py mirrors with ctypes (natural
 // alignment, LP64): a change here is an ABI change (CUJIT_C_ABI_VERSION).
-static_assert(sizeof(cujit_tensor) == 80 && sizeof(cujit_kv_cache) == 192);
-static_assert(sizeof(cujit_kv_shape) == 72 && offsetof(cujit_kv_shape, seq_q) == 40);
+static_assert(sizeof(cujit_tensor) == 80 && sizeof(cujit_kv_cache) == 232);
+static_assert(sizeof(cujit_kv_shape) == 72 && offsetof(cujit_kv_shape, seq_q) == 40 &&
+              offsetof(cujit_kv_shape, kv_dtype) == 68);
 static_assert(sizeof(cujit_kv_options) == 12 && sizeof(cujit_kv_run_options) == 24);
 
 // The opaque handle behind cujit_kv_plan*.
@@ -34,6 +36,9 @@ jit::KvCache cache_of(const cujit_kv_cache* c) {
   cache.pages_per_seq = c->pages_per_seq;
   cache.block_table_stride = c->block_table_stride;
   cache.seq_lens = c->seq_lens;
+  cache.k_descale = c->k_descale;
+  cache.v_descale = c->v_descale;
+  if (c->has_descale_strides) cache.descale_strides = std::array<std::int64_t, 2>{c->descale_strides[0], c->descale_strides[1]};
   return cache;
 }
 
@@ -49,6 +54,7 @@ jit::KvAttentionShape shape_of(const cujit_kv_shape* s) {
   shape.max_seq_k = s->max_seq_k;
   shape.page_size = s->page_size;
   shape.per_sequence_lengths = s->per_sequence_lengths != 0;
+  if (s->kv_dtype != 0 && s->kv_dtype != s->dtype) shape.kv_dtype = cujit_c::dtype_of(s->kv_dtype, "shape.kv_dtype");
   return shape;
 }
 
