@@ -93,9 +93,11 @@ ShapeTable::Entry first_call(const detail::AttnProblem& problem, const detail::A
   if (std::optional<Json> known = detail::known_config(family, spec, bucket, stream)) {
     return {{&family, detail::load_plan(family, problem, *known, device.target)}, nullptr, keep};
   }
-  // Serve this call on the default (one compile), then tune behind it.
-  const Json fallback = family.default_config(spec, device.target);
-  ShapeTable::Entry entry{{&family, detail::load_plan(family, problem, fallback, device.target)}, nullptr, keep};
+  // Serve this call on a default config (one compile, of the family quickest
+  // to compile), then tune behind it; the winner replaces it when ready.
+  const detail::AttentionFamily& stopgap = detail::first_call_family_for(problem, device.target);
+  const Json fallback = stopgap.default_config(stopgap.spec_for(problem), device.target);
+  ShapeTable::Entry entry{{&stopgap, detail::load_plan(stopgap, problem, fallback, device.target)}, nullptr, keep};
   if (keep) entry.pending = start_background_tuning(family, spec, bucket, problem, device);
   return entry;
 }

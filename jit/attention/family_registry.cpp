@@ -53,6 +53,13 @@ const AttentionFamily& attention_family_for(const AttnProblem& problem, const Ta
   return attention_family_for(problem, target, knobs().family);
 }
 
+const AttentionFamily& first_call_family_for(const AttnProblem& problem, const Target& target) {
+  const AttentionFamily& tuned = attention_family_for(problem, target);
+  if (!knobs().family.empty() || &tuned != &sm90_attention_family()) return tuned;
+  const AttentionFamily& portable = portable_attention_family();
+  return portable.supports(problem, target) ? portable : tuned;
+}
+
 const AttentionFamily& attention_family_for(const AttnProblem& problem, const Target& target,
                                             const std::string& forced_name) {
   const std::vector<FamilyRegistration>& families = attention_families();

@@ -37,6 +37,14 @@ const AttentionFamily& attention_family_for(const AttnProblem& problem, const Ta
 const AttentionFamily& attention_family_for(const AttnProblem& problem, const Target& target,
                                             const std::string& forced_name);
 
+// The family that serves a problem's first call while the tuned family
+// (attention_family_for) is tuned in the background: the portable family
+// where the tuned one is sm90 and the portable one serves the problem, as its
+// default config compiles in about half the time (0.64 s against 1.2 s for
+// D = 128 in NVRTC); the tuned family otherwise, and always when
+// CUJIT_FAMILY forces one.
+const AttentionFamily& first_call_family_for(const AttnProblem& problem, const Target& target);
+
 // "64, 128, 256": a list of head dims for messages.
 std::string head_dims_text(const cujit::HeadDims& dims, const char* last_separator = ", ");
 

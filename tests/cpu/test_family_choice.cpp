@@ -43,6 +43,22 @@ TEST_F(FamilyChoice, OtherArchsGetThePortableFamily) {
   }
 }
 
+// Background tuning serves a first call on the family quickest to compile:
+// portable where sm90 is tuned and portable has the head dim.
+TEST_F(FamilyChoice, FirstCallsWhileTuningTakeTheQuickestFamilyToCompile) {
+  const jit::Target hopper = jit::offline_target("sm_90a");
+  for (int d : {64, 128}) {
+    EXPECT_EQ(jit::detail::first_call_family_for(problem(d), hopper).name(), "attn_fwd_portable") << "d" << d;
+  }
+  EXPECT_EQ(jit::detail::first_call_family_for(problem(256), hopper).name(), "attn_fwd_sm90");
+  EXPECT_EQ(jit::detail::first_call_family_for(problem(128), jit::offline_target("sm_89")).name(),
+            "attn_fwd_portable");
+  jit::detail::AttnProblem decode = problem(128);  // few rows per KV head: the decode family's
+  decode.seq_q = 1;
+  EXPECT_EQ(jit::detail::first_call_family_for(decode, hopper).name(),
+            jit::detail::attention_family_for(decode, hopper).name());
+}
+
 TEST_F(FamilyChoice, NoFamilyIsUnsupportedAndSaysWhatIs) {
   try {
     jit::detail::attention_family_for(problem(256), jit::offline_target("sm_89"));
