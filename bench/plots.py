@@ -107,7 +107,8 @@ def plot_tflops(series, path):
 
 def decode_points(rows):
     """{label: [(Sk, fraction of the copy rate, shape), ...]}: contiguous decodes as measured, paged ones as
-    the contiguous fraction scaled by contiguous time / paged time (same shape, same run)."""
+    the contiguous fraction scaled by contiguous time / paged time (same shape, same run). FP8 caches
+    ("fp8 KV" in the shape) are their own series, contiguous only."""
     fraction, time = {}, {}
     for r in rows:
         if r["part"] not in ("decode", "paged"):
@@ -121,7 +122,12 @@ def decode_points(rows):
     for (shape, page), us in sorted(time.items(), key=lambda kv: kv[0][1]):
         if shape not in fraction or (shape, 0) not in time:
             continue
-        label = "contiguous" if page == 0 else f"paged, {page} keys a page"
+        if "fp8 KV" in shape:
+            if page != 0:
+                continue
+            label = "FP8 cache, contiguous"
+        else:
+            label = "contiguous" if page == 0 else f"paged, {page} keys a page"
         seq_k = int(re.search(r"Sk=(\d+)", shape).group(1))
         points.setdefault(label, []).append((seq_k, fraction[shape] * time[(shape, 0)] / us, shape))
     return {label: sorted(p) for label, p in points.items()}

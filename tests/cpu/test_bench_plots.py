@@ -41,7 +41,8 @@ def interleaved_rows():
 
 def serving_rows():
     rows = []
-    for shape, us, fraction in (("B=8 Hq=32 Hkv=8 Sk=8192 D=128", 100.0, 0.9), ("B=1 Hq=32 Hkv=8 Sk=4096 D=128", 20.0, 0.4)):
+    for shape, us, fraction in (("B=8 Hq=32 Hkv=8 Sk=8192 D=128", 100.0, 0.9), ("B=1 Hq=32 Hkv=8 Sk=4096 D=128", 20.0, 0.4),
+                                ("B=8 Hq=32 Hkv=8 Sk=8192 D=128 fp8 KV", 60.0, 0.75)):
         rows.append(dict(part="decode", shape=shape, dtype="f16", page_size=0, metric="time_us", value=us, bar="",
                          verdict="", variant="v"))
         rows.append(dict(part="decode", shape=shape, dtype="f16", page_size=0, metric="fraction_of_copy",
@@ -78,8 +79,10 @@ def check(root, failures):
         failures.append(f"flash's NaN at 16k is drawn: {series[(64, False)]['flash']}")
 
     points = plots.decode_points(serving_rows())
-    if sorted(points) != ["contiguous", "paged, 16 keys a page"]:
+    if sorted(points) != ["FP8 cache, contiguous", "contiguous", "paged, 16 keys a page"]:
         failures.append(f"decode series {sorted(points)}")
+    if points.get("FP8 cache, contiguous") != [(8192, 0.75, "B=8 Hq=32 Hkv=8 Sk=8192 D=128 fp8 KV")]:
+        failures.append(f"FP8 series {points.get('FP8 cache, contiguous')}")
     paged = {x: y for x, y, _ in points["paged, 16 keys a page"]}
     if not (math.isclose(paged[8192], 0.9 / 1.25) and math.isclose(paged[4096], 0.4 / 1.25)):
         failures.append(f"paged fractions {paged}")
