@@ -261,7 +261,6 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
     };
     float s[MT][NT][4];
     zero(s);
-    const int mi = lane / 8;
     if constexpr (kFp8) {
       // Per ldmatrix: 16 keys by two 16-column steps of the head dim, the
       // register of matrix j holding key lane / 4 (+ 8 for j >= 2), columns
@@ -273,6 +272,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
         q_of(a1, 2 * kt2 + 1);
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
+          const int mi = lane / 8;
           u32 b[4], lo, hi;
           ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, (2 * kt2 + mi % 2) * 16));
           cvt_e4m3x4<T>(b[0], lo, hi);
@@ -292,6 +292,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
         q_of(a, kt);
 #pragma unroll
         for (int np = 0; np < NT / 2; ++np) {
+          const int mi = lane / 8;
           u32 b[4];
           ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
           mma_m16n8k16<T>(s[0][2 * np], a, b[0], b[1]);
@@ -328,6 +329,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
         // (2n + 1).
 #pragma unroll
         for (int dq = 0; dq < D / 32; ++dq) {
+          const int mi = lane / 8;
           u32 b[4], even_lo, odd_lo, even_hi, odd_hi;
           ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, (2 * dq + mi / 2) * 16));
 #pragma unroll
@@ -341,6 +343,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       } else {
 #pragma unroll
         for (int dp = 0; dp < DT / 2; ++dp) {
+          const int mi = lane / 8;
           u32 b[4];
           ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, dp * 16 + (mi / 2) * 8));
           mma_m16n8k16<T>(o[0][2 * dp], a, b[0], b[1]);
@@ -403,10 +406,10 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       row_stats(row, max_all, sum_all);
       const float l = softmax.total_sum(mt, r);
       const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
-      const float factor =
-          ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all) * v_descale;
-      const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
+      float factor = ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
+      if constexpr (kFp8) factor *= v_descale;
       if constexpr (kFp8) {
+        const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
         // Tiles 2i and 2i + 1 hold columns 4 (lane % 4) .. + 3 of chunk i,
         // interleaved (the PV loop above).
 #pragma unroll
@@ -419,8 +422,8 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       } else {
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
-          st_shared_v2_f32(row_addr + u32((dt * 8 + 2 * (lane % 4)) * 4), o[mt][dt][2 * r] * factor,
-                           o[mt][dt][2 * r + 1] * factor);
+          const u32 addr = merge + u32(((warp_n * BM + row) * kRowFloats + dt * 8 + 2 * (lane % 4)) * 4);
+          st_shared_v2_f32(addr, o[mt][dt][2 * r] * factor, o[mt][dt][2 * r + 1] * factor);
         }
       }
     }
