@@ -3,7 +3,10 @@ model block (linear -> cujit attention -> linear) compiled with
 torch.compile(fullgraph=True), replayed under torch.cuda.graph, exported
 with torch.export, run under inference mode, each against the same block
 with float64 SDPA (math); the KV-cache, ragged and out= calls compiled;
-torch.library.opcheck on every operator; a call with an input that requires
+torch.library.opcheck on every operator; an FP8 (e4m3) cache with descale
+factors through both KV-cache operators, compiled, and KvPlan, against
+float64 attention over the dequantized cache (sm_89 or newer), and the
+errors for missing or misplaced factors; a call with an input that requires
 grad refused at once.
 
     python3 bindings/python/test_cujit_ops.py   (needs a GPU, torch >= 2.4, and a build or the installed package)
