@@ -3,13 +3,17 @@ model block (linear -> cujit attention -> linear) compiled with
 torch.compile(fullgraph=True), replayed under torch.cuda.graph, exported
 with torch.export, run under inference mode, each against the same block
 with float64 SDPA (math); the KV-cache, ragged and out= calls compiled;
-torch.library.opcheck on every operator; a call with an input that requires
+torch.library.opcheck on every operator; an FP8 (e4m3) cache with descale
+factors through both KV-cache operators, compiled, and KvPlan, against
+float64 attention over the dequantized cache (sm_89 or newer), and the
+errors for missing or misplaced factors; a call with an input that requires
 grad refused at once.
 
     python3 bindings/python/test_cujit_ops.py   (needs a GPU, torch >= 2.4, and a build or the installed package)
 
 Without torch or a GPU it exits 77 (ctest's skip code) after saying why.
 """
+import math
 import os
 import sys
 import unittest
@@ -23,6 +27,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cujit  # noqa: E402
+from test_cujit_torch import kv_reference  # noqa: E402  (float64 attention over a KV cache)
 
 
 def skip_reason():
@@ -228,17 +233,124 @@ class OpCheck(unittest.TestCase):
 
     def test_attention_with_kvcache(self):
         q, k, v, lens, table = paged_case(sq=2, lengths=(2, 17, 300))  # each sequence holds its new rows
-        self.opcheck(torch.ops.cujit.attention_with_kvcache.default, q, k, v, lens, table, True, None, 0, True)
+        self.opcheck(torch.ops.cujit.attention_with_kvcache.default, q, k, v, lens, table, None, None, True, None, 0,
+                     True)
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
         self.opcheck(torch.ops.cujit.attention_with_kvcache_out.default, q, k, v, torch.empty_like(q), lse, lens,
-                     table, True, None, 1)
+                     table, None, None, True, None, 1)
 
     def test_kv_plan_run(self):
         q, k, v, lens, table = paged_case()
         plan = cujit.KvPlan(batch=3, heads_q=8, heads_kv=2, head_dim=128, max_seq_k=300, page_size=16)
         workspace = torch.empty(max(plan.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
         self.opcheck(torch.ops.cujit.kv_plan_run.default, plan._address, q, k, v, torch.empty_like(q), None, lens,
-                     table, workspace)
+                     table, None, None, workspace)
+
+
+def fp8_cache(shape):
+    """Random e4m3 values as stored (the factors that scale them come separately)."""
+    return (torch.randn(shape, device="cuda") * 2).to(torch.float8_e4m3fn)
+
+
+def dequantized(cache, factors, block_table=None):
+    """float64 values of an e4m3 cache: each stored value times its (sequence, KV head)'s factor, factors
+    [B, Hkv]; through block_table, each sequence's pages take its row of factors."""
+    values = cache.double()
+    if block_table is None:
+        return values * factors.double()[:, None, :, None]  # [B, S_cap, Hkv, D]
+    for b in range(block_table.shape[0]):
+        pages = block_table[b].long()
+        values[pages] = values[pages] * factors[b].double()[None, None, :, None]  # [pages, page_size, Hkv, D]
+    return values
+
+
+@requires_gpu
+class Fp8Cache(unittest.TestCase):
+    """An FP8 (e4m3) cache with descale factors, against float64 attention over the dequantized cache."""
+
+    def setUp(self):
+        if torch.cuda.get_device_capability() < (8, 9):
+            self.skipTest("an FP8 cache needs an sm_89 or newer GPU")
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def paged(self, batch=3, hkv=2, d=128, page_size=16, lengths=(1, 100, 333)):
+        """bf16 decode q over shuffled e4m3 pages, with random factors per (sequence, KV head)."""
+        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=torch.bfloat16)
+        max_pages = -(-max(lengths) // page_size)
+        num_pages = batch * max_pages + 3
+        k, v = (fp8_cache((num_pages, page_size, hkv, d)) for _ in range(2))
+        table = torch.randperm(num_pages, device="cuda")[:batch * max_pages].to(torch.int32).reshape(batch, max_pages)
+        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        # [B, Hkv] views of [Hkv, B] storage (strides 1, B): read in place
+        k_scale, v_scale = ((torch.rand(hkv, batch, device="cuda") * 0.9 + 0.1).t() for _ in range(2))
+        return q, k, v, lens, table, k_scale, v_scale
+
+    def expect_close(self, q, k, v, lens, table, out, lse):
+        want, want_lse = kv_reference(q, k, v, lens, table, True, 1 / math.sqrt(q.shape[-1]))
+        self.assertEqual(out.dtype, q.dtype)
+        self.assertLess(rel_error(out, want), 1e-2)
+        err = (lse.double() - want_lse).abs().max().item()
+        self.assertLess(err, 1e-3 * max(1.0, want_lse.abs().max().item()))
+
+    def test_paged_decode_with_factors_per_sequence_and_kv_head(self):
+        q, k, v, lens, table, k_scale, v_scale = self.paged()
+        out, lse = cujit.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale,
+                                                v_descale=v_scale, return_lse=True)
+        torch.cuda.synchronize()
+        self.expect_close(q, dequantized(k, k_scale, table), dequantized(v, v_scale, table), lens, table, out, lse)
+        # Both registered operators take the factors, and so does the compiled call (the fake implementation).
+        through_op, _ = torch.ops.cujit.attention_with_kvcache(q, k, v, lens, table, k_scale, v_scale, True, None, 0,
+                                                               False)
+        given = torch.empty_like(q)
+        torch.ops.cujit.attention_with_kvcache_out(q, k, v, given, None, lens, table, k_scale, v_scale, True, None, 0)
+        compiled = fresh_compile(lambda q: cujit.attention_with_kvcache(
+            q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale, v_descale=v_scale))(q)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(through_op, out))
+        self.assertTrue(torch.equal(given, out))
+        self.assertLess(rel_error(compiled, out), 1e-2)
+
+    def test_plan_with_one_factor_for_a_contiguous_cache(self):
+        batch, hkv, d, lengths = 3, 2, 64, (5, 64, 200)
+        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=torch.float16)
+        k, v = (fp8_cache((batch, 208, hkv, d)) for _ in range(2))
+        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        k_scale = torch.tensor([0.3], device="cuda")  # one element: [1] or a 0-dim tensor
+        v_scale = torch.tensor(1.7, device="cuda")
+        plan = cujit.KvPlan(batch=batch, heads_q=8, heads_kv=hkv, head_dim=d, max_seq_k=max(lengths),
+                            kv_dtype=torch.float8_e4m3fn)
+        self.assertEqual(plan.kv_dtype, torch.float8_e4m3fn)
+        out, lse = plan.run(q, k, v, cache_seqlens=lens, k_descale=k_scale, v_descale=v_scale, return_lse=True)
+        given = torch.empty_like(q)
+        torch.ops.cujit.kv_plan_run(plan._address, q, k, v, given, None, lens, None, k_scale, v_scale, None)
+        torch.cuda.synchronize()
+        self.expect_close(q, k.double() * k_scale.double(), v.double() * v_scale.double(), lens, None, out, lse)
+        self.assertTrue(torch.equal(given, out))
+
+    def test_missing_or_misplaced_factors_raise(self):
+        q, k, v, lens, table, k_scale, v_scale = self.paged()
+        call = cujit.attention_with_kvcache
+        with self.assertRaisesRegex(cujit.CujitError, "v_descale is null"):
+            call(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale)
+        with self.assertRaisesRegex(cujit.CujitError, "k_descale is null"):
+            call(q, k, v, cache_seqlens=lens, block_table=table)
+        plan = cujit.KvPlan(batch=3, heads_q=8, heads_kv=2, head_dim=128, max_seq_k=333, page_size=16,
+                            dtype=torch.bfloat16, kv_dtype=torch.float8_e4m3fn)
+        with self.assertRaisesRegex(cujit.CujitError, "k_descale is null"):
+            plan.run(q, k, v, cache_seqlens=lens, block_table=table)
+        # Factors for a 16-bit cache, and the argument checks made before the library sees them.
+        k16, v16 = (t.to(torch.bfloat16) for t in (k, v))
+        with self.assertRaisesRegex(cujit.CujitError, "k_descale is set but the cache is"):
+            call(q, k16, v16, cache_seqlens=lens, block_table=table, k_descale=k_scale, v_descale=v_scale)
+        with self.assertRaisesRegex(cujit.CujitError, r"k_descale has shape \[3, 1\]; it must be \[B, Hkv\]"):
+            call(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale[:, :1], v_descale=v_scale)
+        with self.assertRaisesRegex(cujit.CujitError, "v_descale is torch.float64"):
+            call(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale, v_descale=v_scale.double())
+        with self.assertRaisesRegex(cujit.CujitError, "same shape and strides"):
+            call(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale, v_descale=v_scale.contiguous())
+        with self.assertRaisesRegex(cujit.CujitError, "kv_dtype is torch.float16 and dtype torch.bfloat16"):
+            cujit.KvPlan(batch=3, heads_q=8, heads_kv=2, head_dim=128, max_seq_k=333, dtype=torch.bfloat16,
+                         kv_dtype=torch.float16)
 
 
 @requires_gpu
@@ -273,8 +385,8 @@ class EagerPath(unittest.TestCase):
         self.assertTrue(torch.equal(eager, through_op))
         pq, pk, pv, lens, table = paged_case()
         self.assertTrue(torch.equal(cujit.attention_with_kvcache(pq, pk, pv, cache_seqlens=lens, block_table=table),
-                                    torch.ops.cujit.attention_with_kvcache(pq, pk, pv, lens, table, True, None, 0,
-                                                                           False)[0]))
+                                    torch.ops.cujit.attention_with_kvcache(pq, pk, pv, lens, table, None, None,
+                                                                           True, None, 0, False)[0]))
         # Fake tensors and dispatch modes take the operator.
         from torch._subclasses.fake_tensor import FakeTensorMode
         with FakeTensorMode():

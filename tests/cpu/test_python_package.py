@@ -64,6 +64,8 @@ def main():
         return 1
     with open(os.path.join(source, "CMakeLists.txt")) as fh:
         version = re.search(r"project\(cujit VERSION ([0-9.]+)", fh.read()).group(1)
+    with open(os.path.join(source, "bindings", "c", "cujit_c.h")) as fh:
+        abi = int(re.search(r"#define CUJIT_C_ABI_VERSION (\d+)", fh.read()).group(1))
     failures = []
     with tempfile.TemporaryDirectory() as target:
         env = dict(os.environ, CUJIT_BUILD_DIR=build)
@@ -74,7 +76,7 @@ def main():
         bundled = os.path.join(target, "cujit", "libcujit_c.so")
         got = probe(python, target)
         print(f"{python}: {json.dumps(got)}")
-        expect = {"file": os.path.join(target, "cujit", "__init__.py"), "library": bundled, "abi": 1,
+        expect = {"file": os.path.join(target, "cujit", "__init__.py"), "library": bundled, "abi": abi,
                   "version": version, "alias": True}
         failures += [f"{k}: {got.get(k)!r}, expected {v!r}" for k, v in expect.items() if got.get(k) != v]
         if not got["torch"] and "torch is not installed" not in got.get("without_torch", ""):

@@ -6,16 +6,19 @@ library's.
 """
 import torch
 
+from . import _descale
 from . import _structs as s
 from ._library import CujitError
 
-_DTYPES = {torch.float16: s.DTYPE_CODES["float16"], torch.bfloat16: s.DTYPE_CODES["bfloat16"]}
+# float8_e4m3fn is taken for KV caches only; the library refuses it elsewhere, saying so.
+_DTYPES = {getattr(torch, name): code for name, code in s.DTYPE_CODES.items()}
+_TAKEN = "torch.float16 or torch.bfloat16 (torch.float8_e4m3fn for a KV cache)"
 _BAD = s.INVALID_ARGUMENT
 
 
 def dtype_code(dtype):
     if dtype not in _DTYPES:
-        raise CujitError(_BAD, f"dtype is {dtype}; cujit takes torch.float16 or torch.bfloat16")
+        raise CujitError(_BAD, f"dtype is {dtype}; cujit takes {_TAKEN}")
     return _DTYPES[dtype]
 
 
@@ -24,7 +27,7 @@ def tensor(name, t):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"{name} must be a torch.Tensor, not {type(t).__name__}")
     if t.dtype not in _DTYPES:
-        raise CujitError(_BAD, f"{name} is {t.dtype}; cujit takes torch.float16 or torch.bfloat16")
+        raise CujitError(_BAD, f"{name} is {t.dtype}; cujit takes {_TAKEN}")
     if t.dim() != 4:
         raise CujitError(_BAD, f"{name} has {t.dim()} dimensions; cujit takes [B, H, S, D]")
     v = s.Tensor()
@@ -98,7 +101,15 @@ def int32_rows(name, t, device, batch, layout):
     return t.data_ptr(), (t.stride(0) if batch > 1 else 0)
 
 
-def kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out):
+def descale_factors(name, t, device):
+    """The address of a float32 descale tensor on q's device (its shape is read by _descale)."""
+    on_device(name, t, device)
+    if t.dtype != torch.float32:
+        raise CujitError(_BAD, f"{name} is {t.dtype}; it must be torch.float32 (use {name}.float())")
+    return t.data_ptr()
+
+
+def kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, out):
     """q, the cache and out as the C structs."""
     device = cuda_q(q)
     q_view = bshd("q", q, device, "[B, Sq, Hq, D]")
@@ -115,6 +126,16 @@ def kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out):
     cache.v = bshd("v_cache", v_cache, device, layout)
     if cache_seqlens is not None:
         cache.seq_lens, _ = int32_rows("cache_seqlens", cache_seqlens, device, batch, "[B]")
+    # Whether an FP8 cache has its factors (and a 16-bit one none) is the library's check.
+    if k_descale is not None:
+        cache.k_descale = descale_factors("k_descale", k_descale, device)
+    if v_descale is not None:
+        cache.v_descale = descale_factors("v_descale", v_descale, device)
+    strides = _descale.descale_strides(batch, k_cache.shape[2],
+                                       *(None if t is None else (t.shape, t.stride()) for t in (k_descale, v_descale)))
+    if strides is not None:
+        cache.descale_strides[:] = strides
+        cache.has_descale_strides = 1
     return q_view, cache, bshd("out", out, device, "[B, Sq, Hq, D]")
 
 

@@ -20,7 +20,9 @@ class KvPlan:
     Arguments as in attention_with_kvcache, for the shape given here:
     max_seq_k is the longest sequence's key count, page_size 0 means a
     contiguous cache, per_sequence_lengths says whether runs pass
-    cache_seqlens. Making it tunes on the first plan per shape class (on the
+    cache_seqlens, kv_dtype is the cache's dtype (None: dtype;
+    torch.float8_e4m3fn for an FP8 cache, whose runs pass k_descale and
+    v_descale). Making it tunes on the first plan per shape class (on the
     current stream), so make plans outside torch.compile'd code and outside
     a capture; run() never allocates (with out given), synchronizes or
     tunes, so it can be captured in a torch.cuda.CUDAGraph. Without a
@@ -30,19 +32,27 @@ class KvPlan:
     """
 
     def __init__(self, *, batch, heads_q, heads_kv, head_dim, max_seq_k, seq_q=1, page_size=0,
-                 dtype=torch.float16, per_sequence_lengths=True, causal=True, scale=None, num_splits=0, device=None):
+                 dtype=torch.float16, kv_dtype=None, per_sequence_lengths=True, causal=True, scale=None, num_splits=0,
+                 device=None):
         self._handle = None
         code = _views.dtype_code(dtype)
+        # The C struct reads kv_dtype 0 (CUJIT_F16) as "dtype", so a float16 cache under a bfloat16 plan would
+        # pass unseen there: the two kinds of cache a plan takes are checked here.
+        if kv_dtype not in (None, dtype, torch.float8_e4m3fn):
+            raise CujitError(_BAD, f"kv_dtype is {kv_dtype} and dtype {dtype}: the cache is in q's dtype "
+                                   "(kv_dtype=None) or torch.float8_e4m3fn (FP8)")
+        kv_code = 0 if kv_dtype is None else _views.dtype_code(kv_dtype)
         device = torch.device("cuda") if device is None else torch.device(device)
         if device.type != "cuda":
             raise CujitError(_BAD, f"device is {device}; a KvPlan is made for a CUDA device")
         self.device = torch.device("cuda", torch.cuda.current_device() if device.index is None else device.index)
         self.dtype = dtype
+        self.kv_dtype = dtype if kv_dtype is None else kv_dtype
         self.page_size = int(page_size)
         self.per_sequence_lengths = bool(per_sequence_lengths)
         self._lib = library()
         shape = _structs.KvShape(batch, heads_q, heads_kv, head_dim, code, seq_q, max_seq_k, self.page_size,
-                                 int(self.per_sequence_lengths))
+                                 int(self.per_sequence_lengths), kv_code)
         options = _views.kv_options(causal, scale, num_splits)
         handle = ctypes.c_void_p()
         with torch.cuda.device(self.device):
@@ -58,12 +68,14 @@ class KvPlan:
         self.num_splits = splits.value
         self.variant = name.value.decode()  # "family/variant"
 
-    def run(self, q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, out=None, workspace=None,
-            return_lse=False):
+    def run(self, q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, k_descale=None, v_descale=None,
+            out=None, workspace=None, return_lse=False):
         """Enqueues the plan on the current stream; returns out, or (out, lse) with return_lse.
 
-        workspace: None (the plan's own), or a CUDA tensor of at least
-        workspace_bytes bytes whose address is 16-byte aligned.
+        k_descale, v_descale: an FP8 cache's descale factors, as in
+        attention_with_kvcache (None for a 16-bit cache). workspace: None
+        (the plan's own), or a CUDA tensor of at least workspace_bytes bytes
+        whose address is 16-byte aligned.
         """
         if self._address is None:
             raise CujitError(_BAD, "this KvPlan is closed")
@@ -83,12 +95,12 @@ class KvPlan:
             if not workspace.is_contiguous() or size < self.workspace_bytes:
                 raise CujitError(_BAD, f"workspace must be a contiguous tensor of at least {self.workspace_bytes} "
                                        f"bytes (KvPlan.workspace_bytes); it has {size}")
-        refuse_grad("KvPlan.run", q, k_cache, v_cache)
+        refuse_grad("KvPlan.run", q, k_cache, v_cache, k_descale, v_descale)
         if out is None:
             out = q.new_empty(q.shape)
         lse = q.new_empty(_kv_lse_shape(q), dtype=torch.float32) if return_lse else None
         call(torch.ops.cujit.kv_plan_run, _kv_plan_run_impl, self._address, q, k_cache, v_cache, out, lse,
-             cache_seqlens, block_table, workspace)
+             cache_seqlens, block_table, k_descale, v_descale, workspace)
         return (out, lse) if return_lse else out
 
     def close(self):

@@ -92,8 +92,10 @@ def _varlen(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seq
                                          ctypes.byref(options)))
 
 
-def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, causal, scale, num_splits):
-    q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out)
+def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descale, v_descale, causal, scale,
+             num_splits):
+    q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
+                                                  v_descale, out)
     options = _views.kv_options(causal, scale, num_splits)
     run = _views.run_options(q, lse, None)
     lib = library()
@@ -102,8 +104,9 @@ def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, causal, 
                                                ctypes.byref(options), ctypes.byref(run)))
 
 
-def _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table, workspace):
-    q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, out)
+def _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descale, v_descale, workspace):
+    q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
+                                                  v_descale, out)
     run = _views.run_options(q, lse, None if workspace is None else workspace.data_ptr())
     lib = library()
     with torch.cuda.device(q.device):
@@ -202,10 +205,11 @@ def _(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen
 
 
 def _kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor],
-                block_table: Optional[Tensor], causal: bool, scale: Optional[float], num_splits: int,
-                return_lse: bool) -> Tuple[Tensor, Tensor]:
+                block_table: Optional[Tensor], k_descale: Optional[Tensor], v_descale: Optional[Tensor], causal: bool,
+                scale: Optional[float], num_splits: int, return_lse: bool) -> Tuple[Tensor, Tensor]:
     out, lse = _like_q(q), _lse(q, _kv_lse_shape(q), return_lse)
-    _kvcache(q, k_cache, v_cache, out, _or_none(lse), cache_seqlens, block_table, causal, scale, num_splits)
+    _kvcache(q, k_cache, v_cache, out, _or_none(lse), cache_seqlens, block_table, k_descale, v_descale, causal, scale,
+             num_splits)
     return out, lse
 
 
@@ -213,14 +217,15 @@ _kvcache_op = torch.library.custom_op("cujit::attention_with_kvcache", _kvcache_
 
 
 @_kvcache_op.register_fake
-def _(q, k_cache, v_cache, cache_seqlens, block_table, causal, scale, num_splits, return_lse):
+def _(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, causal, scale, num_splits, return_lse):
     return _like_q(q), _lse(q, _kv_lse_shape(q), return_lse)
 
 
 def _kvcache_out_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
-                    cache_seqlens: Optional[Tensor], block_table: Optional[Tensor], causal: bool,
-                    scale: Optional[float], num_splits: int) -> None:
-    _kvcache(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, causal, scale, num_splits)
+                    cache_seqlens: Optional[Tensor], block_table: Optional[Tensor], k_descale: Optional[Tensor],
+                    v_descale: Optional[Tensor], causal: bool, scale: Optional[float], num_splits: int) -> None:
+    _kvcache(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, causal, scale,
+             num_splits)
 
 
 _kvcache_out_op = torch.library.custom_op("cujit::attention_with_kvcache_out", _kvcache_out_impl,
@@ -228,16 +233,16 @@ _kvcache_out_op = torch.library.custom_op("cujit::attention_with_kvcache_out", _
 
 
 @_kvcache_out_op.register_fake
-def _(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, causal, scale, num_splits):
+def _(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, causal, scale, num_splits):
     return None
 
 
 # plan: the address of a cujit_kv_plan (KvPlan keeps it alive); workspace is
 # scratch the run writes.
 def _kv_plan_run_impl(plan: int, q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
-                    cache_seqlens: Optional[Tensor], block_table: Optional[Tensor],
-                    workspace: Optional[Tensor]) -> None:
-    _kv_plan_run(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, workspace)
+                    cache_seqlens: Optional[Tensor], block_table: Optional[Tensor], k_descale: Optional[Tensor],
+                    v_descale: Optional[Tensor], workspace: Optional[Tensor]) -> None:
+    _kv_plan_run(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, workspace)
 
 
 _kv_plan_run_op = torch.library.custom_op("cujit::kv_plan_run", _kv_plan_run_impl,
@@ -245,7 +250,7 @@ _kv_plan_run_op = torch.library.custom_op("cujit::kv_plan_run", _kv_plan_run_imp
 
 
 @_kv_plan_run_op.register_fake
-def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, workspace):
+def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, workspace):
     return None
 
 
@@ -280,14 +285,20 @@ def plan(q, k, v, *, causal=False, bottom_right=False, scale=None):
     return buffer.value.decode()
 
 
-def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, causal=True, scale=None,
-                           num_splits=0, out=None, return_lse=False):
+def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, k_descale=None,
+                           v_descale=None, causal=True, scale=None, num_splits=0, out=None, return_lse=False):
     """Attention of q's new rows over a KV cache; returns out, or (out, lse) with return_lse.
 
     q: [B, Sq, Hq, D] float16/bfloat16. k_cache, v_cache: [B, S_cap, Hkv, D],
     or with block_table (int32 [B, max_pages], page ids in order) page pools
     [num_pages, page_size, Hkv, D]; any strides with a contiguous last
-    dimension. cache_seqlens: int32 [B], the keys of each sequence with its
+    dimension; in q's dtype, or torch.float8_e4m3fn for an FP8 cache (sm_89
+    or newer, head dim 64 or 128). k_descale, v_descale: an FP8 cache's
+    float32 descale factors on q's device, as FlashAttention-3's: the value
+    attended to is the stored e4m3 value times its factor. [B, Hkv] (one per
+    sequence and KV head, any strides), [Hkv] (one per KV head) or one
+    element (one for the cache); both of one shape and strides; None for a
+    16-bit cache. cache_seqlens: int32 [B], the keys of each sequence with its
     new rows already appended (None: every sequence has S_cap or
     max_pages * page_size keys). causal: query row i of a sequence with L keys
     sees keys j <= i + L - Sq (bottom-right); scale defaults to 1/sqrt(D);
@@ -295,14 +306,14 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     [B, Sq, Hq, D]; lse: float32 [B, Hq, Sq]. The first call per shape plans
     (and tunes); later calls reuse the plan. Enqueued on the current stream.
     """
-    refuse_grad("attention_with_kvcache", q, k_cache, v_cache)
+    refuse_grad("attention_with_kvcache", q, k_cache, v_cache, k_descale, v_descale)
     if out is None:
         out, lse = call(torch.ops.cujit.attention_with_kvcache, _kvcache_impl, q, k_cache, v_cache, cache_seqlens,
-                        block_table, causal, scale, num_splits, return_lse)
+                        block_table, k_descale, v_descale, causal, scale, num_splits, return_lse)
     else:
         lse = q.new_empty(_kv_lse_shape(q), dtype=torch.float32) if return_lse else None
         call(torch.ops.cujit.attention_with_kvcache_out, _kvcache_out_impl, q, k_cache, v_cache, out, lse,
-             cache_seqlens, block_table, causal, scale, num_splits)
+             cache_seqlens, block_table, k_descale, v_descale, causal, scale, num_splits)
     return (out, lse) if return_lse else out
 
 
