@@ -3,7 +3,10 @@
 // directory and autotuning on (it compiles and tunes), then starts this same
 // binary again (/proc/self/exe, CUJIT_TEST_CHILD=1) with the same
 // CUJIT_CACHE_DIR; the child runs the same call and checks that it compiled
-// and tuned nothing, finding the winner in the tuning DB. The child test is
+// and tuned nothing, finding the winner in the tuning DB. A second child
+// starts on an empty cache directory with the parent's as a read-only root
+// (CUJIT_CACHE_READONLY_DIRS, a pre-warmed cache mounted read-only) and must
+// be served from it alike, writing nothing there. The child test is
 // registered only in the child, so test discovery never lists it.
 //
 // cujit reads its knobs once per process: main() sets them before any cujit
@@ -17,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -73,6 +77,20 @@ std::string stats_text(const jit::Stats& s) {
                      s.disk_cache_hits, s.tuning_runs, s.tuning_db_hits);
 }
 
+// Every file under `dir` with its size and modification time, one a line.
+std::string listing(const fs::path& dir) {
+  std::vector<std::string> lines;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    lines.push_back(fmt::format("{} {} {}", entry.path().string(), entry.file_size(),
+                                entry.last_write_time().time_since_epoch().count()));
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string text;
+  for (const std::string& line : lines) text += line + '\n';
+  return text;
+}
+
 std::string read_text(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream text;
@@ -111,7 +129,8 @@ struct ChildOutcome {
   int wait_status = 0;
 };
 
-ChildOutcome run_child(const fs::path& result_path) {
+// `extra_env`: NAME=value entries that replace the parent's NAME.
+ChildOutcome run_child(const fs::path& result_path, const std::vector<std::string>& extra_env = {}) {
   ChildOutcome outcome;
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -123,11 +142,18 @@ ChildOutcome run_child(const fs::path& result_path) {
   // The parent's environment (CUJIT_CACHE_DIR and CUJIT_AUTOTUNE included),
   // less gtest's own variables (output files, sharding) that belong to the parent.
   std::vector<std::string> env;
+  auto replaced = [&](std::string_view entry) {
+    for (const std::string& extra : extra_env) {
+      if (entry.starts_with(extra.substr(0, extra.find('=') + 1))) return true;
+    }
+    return false;
+  };
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
-    if (entry.starts_with("GTEST_") || entry.starts_with(kChildEnv)) continue;
+    if (entry.starts_with("GTEST_") || entry.starts_with(kChildEnv) || replaced(entry)) continue;
     env.emplace_back(entry);
   }
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   env.push_back(fmt::format("{}=1", kChildEnv));
   env.push_back(fmt::format("{}={}", kChildResultEnv, result_path.string()));
   std::vector<char*> argv, envp;
@@ -205,6 +231,21 @@ TEST(CacheReuse, SecondProcessReusesCompiledKernelsAndTuning) {
   const std::string verdict = fs::exists(result_path) ? read_text(result_path) : std::string();
   EXPECT_TRUE(verdict.starts_with("ok ")) << "the child's verdict: '" << verdict
                                           << "' (empty: it skipped or did not run; its output is above)";
+
+  // 4. A process with an empty writable cache and this one's as a read-only
+  // root: served from it (the same checks), and nothing written there.
+  const std::string before = listing(cache_dir);
+  const fs::path fresh = g_work_dir / "fresh-cache";
+  fs::remove(result_path, ec);
+  const ChildOutcome layered = run_child(
+      result_path, {fmt::format("CUJIT_CACHE_DIR={}", fresh.string()), fmt::format("CUJIT_CACHE_READONLY_DIRS={}", cache_dir)});
+  ASSERT_TRUE(layered.error.empty()) << layered.error;
+  ASSERT_FALSE(layered.timed_out) << "the read-only child ran longer than " << kChildTimeout.count() << " s";
+  ASSERT_TRUE(WIFEXITED(layered.wait_status)) << "the read-only child did not exit normally";
+  EXPECT_EQ(WEXITSTATUS(layered.wait_status), 0) << "the read-only child failed; its output is above";
+  const std::string layered_verdict = fs::exists(result_path) ? read_text(result_path) : std::string();
+  EXPECT_TRUE(layered_verdict.starts_with("ok ")) << "the read-only child's verdict: '" << layered_verdict << "'";
+  EXPECT_EQ(listing(cache_dir), before) << "the read-only root changed";
 }
 
 }  // namespace
