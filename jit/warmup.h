@@ -83,7 +83,7 @@ using WarmupProgress = std::function<void(const CompileReport& report, std::size
 /// Compiles, for each arch, every unpruned config of every variant these
 /// shapes need into the disk cache, on `threads` threads. Needs no GPU. A
 /// shape no family serves on an arch (a head dim, an FP8 cache before sm_89)
-/// is Error(Unsupported) naming it, a KV-cache shape plan_kv_attention would
+/// is Error(Unsupported) saying why, a KV-cache shape plan_kv_attention would
 /// refuse Error(InvalidArgument), both before anything compiles.
 /// Checks the cache once before compiling: an untrusted cache directory is
 /// Error(Cache), the disk cache turned off (CUJIT_DISK_CACHE=0, where nothing
