@@ -20,6 +20,19 @@ struct AttentionShape {
   bool causal = false;
   /// A ragged batch (jit/varlen.h) of `batch` sequences of `seq` rows.
   bool varlen = false;
+  /// Attention over a KV cache (jit/serving.h: plan_kv_attention,
+  /// attention_with_kvcache), with a length per sequence: `seq` is then
+  /// max_seq_k, `heads` the query heads, and `causal` the plan's
+  /// KvAttentionOptions::causal (whose default is true). Not with `varlen`.
+  /// The fields below are read only when it is set.
+  bool kv_cache = false;
+  /// New query rows per sequence: 1 for decode, up to 16 for speculative
+  /// rows, more for a chunked prefill.
+  std::int64_t new_rows = 1;
+  std::int64_t heads_kv = 0;   ///< 0 means `heads`
+  std::int64_t page_size = 0;  ///< 0: a contiguous cache; else 1 to 256 keys per page
+  /// The cache in DType::e4m3 (with descale factors), q and out in `dtype`.
+  bool fp8_kv = false;
 };
 
 /// Parses "B,H,S,D,dtype,causal" (e.g. "1,16,1024,64,fp16,0"); dtype is
@@ -29,10 +42,16 @@ AttentionShape parse_attention_shape(const std::string& text);
 /// Shapes from a JSON manifest: {"shapes": [{"batch":1,"heads":16,"seq":1024,
 /// "head_dim":64,"dtype":"fp16","causal":false}, ...]}. Each entry needs
 /// "seq" and "head_dim"; "batch" defaults to 1, "heads" to 16, "dtype" to
-/// "fp16" (or "bf16"), "causal" and "varlen" (a ragged batch) to false; any
-/// other key is refused. Throws
-/// Error(InvalidArgument) naming the parse error's position, or the entry (by
-/// index from 0) and key that is wrong. An empty "shapes" array is valid.
+/// "fp16" (or "bf16"), "causal" and "varlen" (a ragged batch) to false.
+/// "kv_cache": true makes it a KV-cache shape (not with "varlen"), which may
+/// also give "new_rows" (default 1), "heads_kv" (default "heads"),
+/// "page_size" (default 0: contiguous) and "kv_dtype" ("fp8" or "e4m3" for
+/// an FP8 cache, else "dtype"'s), and whose "causal" defaults to true, as
+/// KvAttentionOptions's does; those keys without "kv_cache": true, and any
+/// other key, are refused. Throws Error(InvalidArgument) naming the parse
+/// error's position, or the entry (by index from 0) and key that is wrong (a
+/// KV-cache shape plan_kv_attention would refuse included). An empty
+/// "shapes" array is valid.
 std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text);
 
 /// The manifest in file `path`: as parse_attention_manifest, with the path in
@@ -41,7 +60,9 @@ std::vector<AttentionShape> parse_attention_manifest(const std::string& json_tex
 std::vector<AttentionShape> read_attention_manifest(const std::string& path);
 
 /// Every shape the shipped attention families specialize on for `arch` (each
-/// head dim a family serves there, both dtypes, causal or not), for --all.
+/// head dim a family serves there, both dtypes, causal or not, dense and
+/// ragged), for --all. KV-cache shapes are not listed: the decode family's
+/// full set over caches is thousands of variants.
 std::vector<AttentionShape> all_attention_specializations(const std::string& arch);
 
 struct WarmupSummary {
@@ -60,7 +81,10 @@ struct WarmupSummary {
 using WarmupProgress = std::function<void(const CompileReport& report, std::size_t done, std::size_t total)>;
 
 /// Compiles, for each arch, every unpruned config of every variant these
-/// shapes need into the disk cache, on `threads` threads. Needs no GPU.
+/// shapes need into the disk cache, on `threads` threads. Needs no GPU. A
+/// shape no family serves on an arch (a head dim, an FP8 cache before sm_89)
+/// is Error(Unsupported) saying why, a KV-cache shape plan_kv_attention would
+/// refuse Error(InvalidArgument), both before anything compiles.
 /// Checks the cache once before compiling: an untrusted cache directory is
 /// Error(Cache), the disk cache turned off (CUJIT_DISK_CACHE=0, where nothing
 /// compiled would be kept) Error(InvalidArgument). Afterwards counts in
@@ -69,7 +93,9 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
                                 unsigned threads, const WarmupProgress& progress = {});
 
 /// On the current GPU, tunes each shape (random inputs) so that later
-/// processes find the winner in the tuning DB. Adds to `summary`.
+/// processes find the winner in the tuning DB; a KV-cache shape by making its
+/// plan (plan_kv_attention tunes on its first call per shape class). Adds to
+/// `summary`.
 void tune_attention_shapes(const std::vector<AttentionShape>& shapes, WarmupSummary& summary);
 
 }  // namespace jit

@@ -28,7 +28,17 @@ Each entry's keys, and their defaults:
   dtype     "fp16" (or "bf16")
   causal    false
   varlen    false (true: a ragged batch of `batch` sequences of `seq` rows)
-Any other key is an error. batch, heads and seq only matter for tuning on a GPU.
+  kv_cache  false (true: attention over a KV cache, jit::plan_kv_attention;
+            `seq` is max_seq_k, `heads` the query heads, causal defaults to true)
+With "kv_cache": true only (--all lists no KV-cache variants):
+  new_rows  1 (query rows per sequence: 1 for decode, up to 16 speculative)
+  heads_kv  heads (a divisor of heads)
+  page_size 0 (a contiguous cache; else 1..256 keys per page)
+  kv_dtype  dtype ("fp8" or "e4m3": an FP8 cache, sm_89 or newer)
+  e.g. {"kv_cache": true, "heads": 32, "heads_kv": 8, "seq": 8192, "head_dim": 128,
+        "dtype": "bf16", "page_size": 16, "kv_dtype": "fp8"}
+Any other key is an error. batch, heads, seq and new_rows only matter for
+tuning on a GPU, except that new_rows * heads / heads_kv picks the decode variant.
 )";
 
 }  // namespace

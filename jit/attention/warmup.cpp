@@ -24,6 +24,7 @@
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/log.h"
+#include "jit/serving.h"
 #include "jit/varlen.h"
 
 namespace jit {
@@ -31,9 +32,14 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& message) { throw Error(ErrorCode::InvalidArgument, message); }
 
-DType parse_dtype(const std::string& text) {
+std::optional<DType> dtype_named(const std::string& text) {
   if (text == "fp16" || text == "f16" || text == "float16") return DType::f16;
   if (text == "bf16" || text == "bfloat16") return DType::bf16;
+  return std::nullopt;
+}
+
+DType parse_dtype(const std::string& text) {
+  if (const std::optional<DType> dtype = dtype_named(text)) return *dtype;
   invalid(fmt::format("dtype '{}' is not fp16 or bf16", text));
 }
 
@@ -115,7 +121,10 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
   for (const auto& [key, value] : manifest.items()) {
     if (key != "shapes") invalid(fmt::format("{} has an unknown key \"{}\" (only \"shapes\")", name, key));
   }
-  static const std::set<std::string> known = {"batch", "heads", "seq", "head_dim", "dtype", "causal", "varlen"};
+  static const std::set<std::string> known = {"batch",  "heads",    "seq",      "head_dim",  "dtype",   "causal",
+                                              "varlen", "kv_cache", "new_rows", "heads_kv", "page_size", "kv_dtype"};
+  // Read only for a KV-cache shape, so refused without "kv_cache": true.
+  static const char* const kv_keys[] = {"new_rows", "heads_kv", "page_size", "kv_dtype"};
   std::vector<AttentionShape> shapes;
   std::size_t index = 0;
   for (const Json& entry : manifest["shapes"]) {
@@ -124,12 +133,14 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
     for (const auto& [key, value] : entry.items()) {
       if (!known.count(key)) {
         invalid(fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key,
-                            "batch, heads, seq, head_dim, dtype, causal, varlen"));
+                            "batch, heads, seq, head_dim, dtype, causal, varlen, kv_cache, new_rows, heads_kv, "
+                            "page_size, kv_dtype"));
       }
     }
     // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
     // would be undefined or silently truncate.
-    auto size_field = [&](const char* name, std::optional<std::int64_t> fallback) -> std::int64_t {
+    auto size_field = [&](const char* name, std::optional<std::int64_t> fallback,
+                          std::int64_t least = 1) -> std::int64_t {
       const auto it = entry.find(name);
       if (it == entry.end()) {
         if (!fallback) invalid(fmt::format("{} has no \"{}\"", where, name));
@@ -140,7 +151,9 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       }
       if (!it->is_number_integer()) invalid(fmt::format("{}: \"{}\" must be an integer", where, name));
       const std::int64_t value = it->get<std::int64_t>();
-      if (value <= 0) invalid(fmt::format("{}: \"{}\" must be positive", where, name));
+      if (value < least) {
+        invalid(fmt::format("{}: \"{}\" must be {}", where, name, least == 0 ? "0 or more" : "positive"));
+      }
       return value;
     };
     AttentionShape s;
@@ -156,17 +169,64 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
         invalid(fmt::format("{}: \"dtype\" {} is not \"fp16\" or \"bf16\"", where, it->dump()));
       }
     }
-    if (const auto it = entry.find("causal"); it != entry.end()) {
-      if (!it->is_boolean()) invalid(fmt::format("{}: \"causal\" must be true or false", where));
-      s.causal = it->get<bool>();
-    }
-    if (const auto it = entry.find("varlen"); it != entry.end()) {
-      if (!it->is_boolean()) invalid(fmt::format("{}: \"varlen\" must be true or false", where));
-      s.varlen = it->get<bool>();
+    auto bool_field = [&](const char* name, bool fallback) {
+      const auto it = entry.find(name);
+      if (it == entry.end()) return fallback;
+      if (!it->is_boolean()) invalid(fmt::format("{}: \"{}\" must be true or false", where, name));
+      return it->get<bool>();
+    };
+    s.varlen = bool_field("varlen", false);
+    s.kv_cache = bool_field("kv_cache", false);
+    // A KV-cache plan is causal unless asked otherwise (KvAttentionOptions).
+    s.causal = bool_field("causal", s.kv_cache);
+    if (s.kv_cache) {
+      if (s.varlen) {
+        invalid(fmt::format("{}: \"kv_cache\" and \"varlen\" are both true; a shape is one or the other", where));
+      }
+      s.new_rows = size_field("new_rows", 1);
+      s.heads_kv = size_field("heads_kv", 0);  // 0: as many as "heads"
+      s.page_size = size_field("page_size", 0, 0);
+      if (const auto it = entry.find("kv_dtype"); it != entry.end()) {
+        const std::string text = it->is_string() ? it->get<std::string>() : "";
+        s.fp8_kv = text == "fp8" || text == "e4m3";
+        if (!s.fp8_kv && dtype_named(text) != s.dtype) {
+          invalid(fmt::format("{}: \"kv_dtype\" {} is not \"fp8\" (or \"e4m3\") nor the entry's dtype {}: the "
+                              "cache is in q's dtype or FP8",
+                              where, it->dump(), to_string(s.dtype)));
+        }
+      }
+      // What plan_kv_attention would refuse (heads not a multiple of
+      // heads_kv, a page of 300 keys) is this entry's error, named here.
+      try {
+        detail::problem_of(s);
+      } catch (const Error& e) {
+        invalid(fmt::format("{}: {}", where, e.what()));
+      }
+    } else {
+      for (const char* key : kv_keys) {
+        if (entry.contains(key)) {
+          invalid(fmt::format("{}: \"{}\" is for a KV-cache shape; add \"kv_cache\": true", where, key));
+        }
+      }
     }
     shapes.push_back(s);
   }
   return shapes;
+}
+
+// An FP8 cache no family serves on `target`: said as plan_kv_attention says
+// it, where the family lookup would name only the head dim.
+void check_fp8_cache_target(const detail::AttnProblem& problem, const Target& target) {
+  if (!problem.fp8_kv) return;
+  if (target.cc < 89) {
+    throw Error(ErrorCode::Unsupported, fmt::format("an FP8 (e4m3) KV cache needs sm_89 or newer (e4m3 "
+                                                    "conversions), not {}: warm up an f16 or bf16 cache for it",
+                                                    target.arch));
+  }
+  if (problem.head_dim > 128) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("an FP8 (e4m3) KV cache takes head dim 64 or 128, not {}", problem.head_dim));
+  }
 }
 
 }  // namespace
@@ -205,6 +265,7 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
     const Target target = offline_target(arch);
     for (const AttentionShape& shape : shapes) {
       const detail::AttnProblem problem = detail::problem_of(shape);
+      check_fp8_cache_target(problem, target);
       const detail::AttentionFamily& family = detail::attention_family_for(problem, target);
       const Json spec = family.spec_for(problem);
       for (const Json& config : autotune::prune_space(family, spec, target).kept) {
@@ -270,36 +331,50 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
   return summary;
 }
 
+namespace {
+
+// Tunes a dense or ragged shape: one call on random inputs (the first call
+// per shape class tunes).
+void tune_with_inputs(const AttentionShape& s) {
+  DeviceTensor q = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 1);
+  DeviceTensor k = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 2);
+  DeviceTensor v = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 3);
+  DeviceBuffer out_buffer(q.buffer.size());
+  const TensorView out = TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
+  AttentionOptions options;
+  options.causal = s.causal;
+  if (s.varlen) {
+    // The same rows as one packed ragged batch of equal sequences.
+    std::vector<std::int32_t> sums(std::size_t(s.batch) + 1);
+    for (std::size_t b = 0; b < sums.size(); ++b) sums[b] = std::int32_t(std::int64_t(b) * s.seq);
+    DeviceBuffer cu(sums.size() * sizeof(std::int32_t));
+    cu.upload(sums.data(), cu.size());
+    VarlenBatch batch;
+    batch.cu_seqlens_q = batch.cu_seqlens_k = static_cast<const std::int32_t*>(cu.data());
+    batch.batch = s.batch;
+    batch.max_seqlen_q = batch.max_seqlen_k = s.seq;
+    auto packed = [&](const DeviceTensor& t) {
+      return TensorView::bshd(t.view.data, s.dtype, 1, s.batch * s.seq, s.heads, s.head_dim);
+    };
+    attention_varlen(packed(q), packed(k), packed(v),
+                     TensorView::bshd(out.data, s.dtype, 1, s.batch * s.seq, s.heads, s.head_dim), batch, options);
+  } else {
+    plan_attention(q.view, k.view, v.view, out, options);
+  }
+  CUJIT_CU_CHECK(detail::driver().cuCtxSynchronize());
+}
+
+}  // namespace
+
 void tune_attention_shapes(const std::vector<AttentionShape>& shapes, WarmupSummary& summary) {
   for (const AttentionShape& s : shapes) {
     const auto start = std::chrono::steady_clock::now();
-    DeviceTensor q = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 1);
-    DeviceTensor k = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 2);
-    DeviceTensor v = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 3);
-    DeviceBuffer out_buffer(q.buffer.size());
-    const TensorView out = TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
-    AttentionOptions options;
-    options.causal = s.causal;
-    if (s.varlen) {
-      // The same rows as one packed ragged batch of equal sequences; the
-      // first call tunes.
-      std::vector<std::int32_t> sums(std::size_t(s.batch) + 1);
-      for (std::size_t b = 0; b < sums.size(); ++b) sums[b] = std::int32_t(std::int64_t(b) * s.seq);
-      DeviceBuffer cu(sums.size() * sizeof(std::int32_t));
-      cu.upload(sums.data(), cu.size());
-      VarlenBatch batch;
-      batch.cu_seqlens_q = batch.cu_seqlens_k = static_cast<const std::int32_t*>(cu.data());
-      batch.batch = s.batch;
-      batch.max_seqlen_q = batch.max_seqlen_k = s.seq;
-      auto packed = [&](const DeviceTensor& t) {
-        return TensorView::bshd(t.view.data, s.dtype, 1, s.batch * s.seq, s.heads, s.head_dim);
-      };
-      attention_varlen(packed(q), packed(k), packed(v),
-                       TensorView::bshd(out.data, s.dtype, 1, s.batch * s.seq, s.heads, s.head_dim), batch, options);
+    if (s.kv_cache) {
+      // Making the plan tunes its shape class, on inputs of its own.
+      plan_kv_attention(detail::kv_plan_shape_of(s), detail::kv_plan_options_of(s));
     } else {
-      plan_attention(q.view, k.view, v.view, out, options);
+      tune_with_inputs(s);
     }
-    CUJIT_CU_CHECK(detail::driver().cuCtxSynchronize());
     ++summary.tuned;
     summary.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }

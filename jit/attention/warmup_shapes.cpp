@@ -3,11 +3,39 @@
 #include <set>
 
 #include "jit/attention/family_registry.h"
+#include "jit/attention/kv_validation.h"
 #include "jit/error.h"
 
 namespace jit::detail {
 
+KvAttentionShape kv_plan_shape_of(const AttentionShape& s) {
+  KvAttentionShape kv;
+  kv.batch = s.batch;
+  kv.heads_q = s.heads;
+  kv.heads_kv = s.heads_kv != 0 ? s.heads_kv : s.heads;
+  kv.head_dim = s.head_dim;
+  kv.dtype = s.dtype;
+  kv.seq_q = s.new_rows;
+  kv.max_seq_k = s.seq;
+  kv.page_size = s.page_size;
+  kv.per_sequence_lengths = true;
+  if (s.fp8_kv) kv.kv_dtype = DType::e4m3;
+  return kv;
+}
+
+KvAttentionOptions kv_plan_options_of(const AttentionShape& s) {
+  KvAttentionOptions options;
+  options.causal = s.causal;
+  return options;
+}
+
 AttnProblem problem_of(const AttentionShape& s) {
+  if (s.kv_cache) {
+    if (s.varlen) {
+      throw Error(ErrorCode::InvalidArgument, "a KV-cache shape is not a ragged batch: set kv_cache or varlen");
+    }
+    return kv_problem_of(kv_plan_shape_of(s), kv_plan_options_of(s));
+  }
   AttnProblem p;
   p.batch = s.batch;
   p.heads_q = p.heads_kv = s.heads;

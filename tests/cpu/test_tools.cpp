@@ -336,7 +336,8 @@ TEST(CujitWarmupTool, ManifestProblemsAreNamed) {
 TEST(CujitWarmupTool, HelpDocumentsTheManifest) {
   const ToolRun r = run(kWarmup, {"--help"});
   EXPECT_EQ(r.status, 0);
-  for (const char* key : {"seq", "head_dim", "batch     1", "heads     16", "dtype     \"fp16\"", "causal    false"}) {
+  for (const char* key : {"seq", "head_dim", "batch     1", "heads     16", "dtype     \"fp16\"", "causal    false",
+                          "kv_cache  false", "new_rows  1", "heads_kv  heads", "page_size 0", "kv_dtype  dtype"}) {
     EXPECT_TRUE(contains(r.out, key)) << key;
   }
 }

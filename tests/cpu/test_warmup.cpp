@@ -8,15 +8,18 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "autotune/prune.h"
 #include "cache/cubin_store.h"
 #include "jit/attention/families.h"
 #include "jit/attention/family_registry.h"
+#include "jit/attention/kv_validation.h"
 #include "jit/attention/warmup_shapes.h"
 #include "jit/binary_cache.h"
 #include "jit/error.h"
 #include "jit/kernel_family.h"
+#include "jit/serving.h"
 #include "jit/warmup.h"
 
 using jit::AttentionShape;
@@ -40,17 +43,26 @@ std::string expect_error(jit::ErrorCode code, Fn&& fn) {
 }
 
 // Removes the disk-cache entries of every variant a warm-up of `spec` for
-// `arch` would compile, so that a cache directory reused across runs (a preset
-// CUJIT_CACHE_DIR, --gtest_repeat) cannot turn the first warm-up into hits.
-void forget_cached_variants(const jit::Json& spec, const std::string& arch) {
-  const jit::KernelFamily& family = jit::detail::portable_attention_family();
+// `arch` would compile (its companions' included), so that a cache directory
+// reused across runs (a preset CUJIT_CACHE_DIR, --gtest_repeat) cannot turn
+// the first warm-up into hits.
+void forget_cached_variants(const jit::detail::AttentionFamily& family, const jit::Json& spec,
+                            const std::string& arch) {
   const jit::cache::CubinStore store(jit::cache_directory());
-  for (const jit::Json& config : jit::autotune::prune_space(family, spec, jit::offline_target(arch)).kept) {
-    const jit::detail::CompileRequest request{&family.sources(), family.name_expression(spec, config), arch,
-                                              family.compile_options(spec, config)};
+  auto forget = [&](const jit::KernelFamily& f, const jit::Json& s, const jit::Json& config) {
+    const jit::detail::CompileRequest request{&f.sources(), f.name_expression(s, config), arch,
+                                              f.compile_options(s, config)};
     std::error_code ignored;
     std::filesystem::remove(store.entry_path(jit::detail::binary_cache_key(request)), ignored);
+  };
+  for (const jit::Json& config : jit::autotune::prune_space(family, spec, jit::offline_target(arch)).kept) {
+    forget(family, spec, config);
   }
+  for (const auto& companion : family.companions(spec)) forget(*companion.family, companion.spec, companion.config);
+}
+
+void forget_cached_variants(const jit::Json& spec, const std::string& arch) {
+  forget_cached_variants(jit::detail::portable_attention_family(), spec, arch);
 }
 
 }  // namespace
@@ -242,6 +254,113 @@ TEST(ParseAttentionManifest, BadSizesNameTheirEntry) {
   EXPECT_NE(huge.find("out of range"), std::string::npos) << huge;
 }
 
+// --- KV-cache manifest entries ---------------------------------------------------------
+
+TEST(ParseAttentionManifest, KvCacheEntryDefaults) {
+  const auto shapes = jit::parse_attention_manifest(R"({"shapes": [
+      {"kv_cache": true, "seq": 4096, "head_dim": 128},
+      {"seq": 512, "head_dim": 64}
+  ]})");
+  ASSERT_EQ(shapes.size(), 2u);
+  const AttentionShape& kv = shapes[0];
+  EXPECT_TRUE(kv.kv_cache);
+  EXPECT_EQ(kv.seq, 4096);
+  EXPECT_EQ(kv.new_rows, 1);
+  EXPECT_EQ(kv.heads_kv, 0);  // as many as heads
+  EXPECT_EQ(kv.page_size, 0);
+  EXPECT_FALSE(kv.fp8_kv);
+  EXPECT_TRUE(kv.causal);  // as KvAttentionOptions::causal
+  EXPECT_FALSE(kv.varlen);
+  EXPECT_FALSE(shapes[1].kv_cache);
+  EXPECT_FALSE(shapes[1].causal);  // a dense entry's default is unchanged
+}
+
+TEST(ParseAttentionManifest, KvCacheEntryKeys) {
+  const auto shapes = jit::parse_attention_manifest(R"({"shapes": [
+      {"kv_cache": true, "batch": 8, "heads": 32, "heads_kv": 8, "seq": 8192, "head_dim": 128, "dtype": "bf16",
+       "causal": false, "new_rows": 4, "page_size": 16, "kv_dtype": "fp8"},
+      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "e4m3", "page_size": 0},
+      {"kv_cache": true, "seq": 64, "head_dim": 64, "dtype": "bf16", "kv_dtype": "bf16"},
+      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "fp16"},
+      {"kv_cache": false, "seq": 64, "head_dim": 64}
+  ]})");
+  ASSERT_EQ(shapes.size(), 5u);
+  EXPECT_EQ(shapes[0].batch, 8);
+  EXPECT_EQ(shapes[0].heads, 32);
+  EXPECT_EQ(shapes[0].heads_kv, 8);
+  EXPECT_EQ(shapes[0].dtype, DType::bf16);
+  EXPECT_FALSE(shapes[0].causal);
+  EXPECT_EQ(shapes[0].new_rows, 4);
+  EXPECT_EQ(shapes[0].page_size, 16);
+  EXPECT_TRUE(shapes[0].fp8_kv);
+  EXPECT_TRUE(shapes[1].fp8_kv);
+  EXPECT_EQ(shapes[1].page_size, 0);
+  EXPECT_FALSE(shapes[2].fp8_kv);
+  EXPECT_EQ(shapes[2].dtype, DType::bf16);
+  EXPECT_FALSE(shapes[3].fp8_kv);
+  EXPECT_FALSE(shapes[4].kv_cache);
+}
+
+// The README's example manifest, as printed there.
+TEST(ParseAttentionManifest, ReadmeKvCacheExample) {
+  const auto shapes = jit::parse_attention_manifest(R"({"shapes": [
+  {"kv_cache": true, "batch": 64, "heads": 32, "heads_kv": 8, "seq": 8192, "head_dim": 128,
+   "dtype": "bf16", "page_size": 16},
+  {"kv_cache": true, "batch": 64, "heads": 32, "heads_kv": 8, "seq": 8192, "head_dim": 128,
+   "dtype": "bf16", "page_size": 16, "kv_dtype": "fp8"}
+]})");
+  ASSERT_EQ(shapes.size(), 2u);
+  EXPECT_FALSE(shapes[0].fp8_kv);
+  EXPECT_TRUE(shapes[1].fp8_kv);
+}
+
+// Each error names the entry (by index) and the key at fault.
+TEST(ParseAttentionManifest, KvCacheErrorsNameEntryAndKey) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"new_rows": 2})", "new_rows"},
+      {R"({"heads_kv": 4})", "heads_kv"},
+      {R"({"page_size": 16})", "page_size"},
+      {R"({"kv_dtype": "fp8"})", "kv_dtype"},
+      {R"({"kv_cache": false, "page_size": 16})", "page_size"},
+      {R"({"kv_cache": true, "varlen": true})", "varlen"},
+      {R"({"kv_cache": "yes"})", "kv_cache"},
+      {R"({"kv_cache": true, "kv_dtype": "bf16"})", "kv_dtype"},  // the entry's dtype is fp16
+      {R"({"kv_cache": true, "kv_dtype": "fp32"})", "kv_dtype"},
+      {R"({"kv_cache": true, "kv_dtype": 8})", "kv_dtype"},
+      {R"({"kv_cache": true, "new_rows": 0})", "new_rows"},
+      {R"({"kv_cache": true, "heads_kv": 0})", "heads_kv"},
+      {R"({"kv_cache": true, "page_size": -1})", "page_size"},
+      {R"({"kv_cache": true, "page_size": 1.5})", "page_size"},
+      // Refused by plan_kv_attention's own checks, named with the entry.
+      {R"({"kv_cache": true, "page_size": 300})", "page_size"},
+      {R"({"kv_cache": true, "heads": 12, "heads_kv": 8})", "heads_kv"},
+  };
+  for (const auto& [fields, key] : cases) {
+    // The bad entry is the second one, after the sizes every entry needs.
+    std::string entry = fields;
+    entry.insert(1, R"("seq": 512, "head_dim": 64, )");
+    const std::string text = R"({"shapes": [{"seq": 512, "head_dim": 64}, )" + entry + "]}";
+    SCOPED_TRACE(text);
+    const std::string message =
+        expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(text); });
+    EXPECT_NE(message.find("entry 1"), std::string::npos) << message;
+    EXPECT_NE(message.find(key), std::string::npos) << message;
+  }
+  const std::string without = expect_error(jit::ErrorCode::InvalidArgument, [] {
+    jit::parse_attention_manifest(R"({"shapes": [{"seq": 512, "head_dim": 64, "page_size": 16}]})");
+  });
+  EXPECT_NE(without.find("\"kv_cache\": true"), std::string::npos) << without;
+}
+
+TEST(ParseAttentionManifest, UnknownKeyMessageListsTheKvKeys) {
+  const std::string message = expect_error(jit::ErrorCode::InvalidArgument, [] {
+    jit::parse_attention_manifest(R"({"shapes": [{"seq": 512, "head_dim": 64, "pages": 16}]})");
+  });
+  for (const char* key : {"kv_cache", "new_rows", "heads_kv", "page_size", "kv_dtype"}) {
+    EXPECT_NE(message.find(key), std::string::npos) << key << ": " << message;
+  }
+}
+
 TEST(ReadAttentionManifest, FilesDirectoriesAndTheirNames) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "cujit-manifest-test";
   std::filesystem::create_directories(dir);
@@ -359,6 +478,68 @@ TEST(WarmUpAttention, UnknownArchThrows) {
   expect_error(jit::ErrorCode::InvalidArgument, [] { jit::warm_up_attention({"sm_75"}, {AttentionShape{}}, 2); });
 }
 
+// A KV-cache shape compiles the decode family's variants for its one spec
+// (and the combine pass), and a second run finds them all.
+TEST(WarmUpAttention, KvCacheShapeCompilesTheDecodeVariants) {
+  if (jit::cache_directory().empty()) GTEST_SKIP() << "the disk cache is off (CUJIT_DISK_CACHE=0)";
+  if (std::getenv("CUJIT_FAMILY") != nullptr) GTEST_SKIP() << "CUJIT_FAMILY is set";
+  AttentionShape shape;
+  shape.kv_cache = true;
+  shape.heads = 8;
+  shape.heads_kv = 2;
+  shape.seq = 2048;
+  shape.head_dim = 64;
+  shape.page_size = 16;
+  shape.causal = true;
+  const jit::detail::AttnProblem problem = jit::detail::problem_of(shape);
+  const auto& family = jit::detail::attention_family_for(problem, jit::offline_target("sm_89"));
+  ASSERT_EQ(family.name(), "attn_decode");
+  const jit::Json spec = family.spec_for(problem);
+  const std::size_t configs = jit::autotune::prune_space(family, spec, jit::offline_target("sm_89")).kept.size();
+  ASSERT_GT(configs, 0u);
+  const std::size_t variants = configs + family.companions(spec).size();  // the combine pass
+  forget_cached_variants(family, spec, "sm_89");
+
+  const jit::WarmupSummary first = jit::warm_up_attention({"sm_89"}, {shape}, 2);
+  for (const std::string& error : first.errors) ADD_FAILURE() << error;
+  EXPECT_EQ(first.failed, 0);
+  EXPECT_EQ(std::size_t(first.compiled), variants);
+  EXPECT_EQ(first.cached, 0);
+
+  const jit::WarmupSummary second = jit::warm_up_attention({"sm_89"}, {shape}, 2);
+  EXPECT_EQ(second.compiled, 0);
+  EXPECT_EQ(second.cached, first.compiled);
+  EXPECT_EQ(second.failed, 0);
+}
+
+// As an unsupported head dim: one Error(Unsupported) before anything
+// compiles, saying why, not a failed compile per variant.
+TEST(WarmUpAttention, Fp8CacheOnSm80Throws) {
+  AttentionShape shape;
+  shape.kv_cache = true;
+  shape.head_dim = 128;
+  shape.page_size = 16;
+  shape.fp8_kv = true;
+  const std::string message =
+      expect_error(jit::ErrorCode::Unsupported, [&] { jit::warm_up_attention({"sm_80"}, {shape}, 2); });
+  EXPECT_NE(message.find("FP8"), std::string::npos) << message;
+  EXPECT_NE(message.find("sm_80"), std::string::npos) << message;
+  shape.head_dim = 256;
+  const std::string wide =
+      expect_error(jit::ErrorCode::Unsupported, [&] { jit::warm_up_attention({"sm_90a"}, {shape}, 2); });
+  EXPECT_NE(wide.find("head dim 64 or 128"), std::string::npos) << wide;
+}
+
+TEST(WarmUpAttention, InvalidKvCacheShapeThrows) {
+  AttentionShape shape;
+  shape.kv_cache = true;
+  shape.heads = 12;
+  shape.heads_kv = 8;
+  const std::string message =
+      expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::warm_up_attention({"sm_89"}, {shape}, 2); });
+  EXPECT_NE(message.find("heads_kv"), std::string::npos) << message;
+}
+
 namespace {
 
 TEST(ParseAttentionManifest, RejectsSizesThatAreNotJsonIntegers) {
@@ -399,4 +580,91 @@ TEST(WarmupShapes, RaggedShapeIsARaggedProblem) {
   EXPECT_EQ(family.companions(spec)[0].family->name(), "varlen_prepare");
   shape.varlen = false;
   EXPECT_FALSE(jit::detail::problem_of(shape).varlen);
+}
+
+// A KV-cache shape is exactly the problem plan_kv_attention makes, so the
+// warm-up compiles the decode variants (paged, rows per CTA, FP8) a plan uses.
+TEST(WarmupShapes, KvCacheShapeIsThePlansProblem) {
+  AttentionShape shape;
+  shape.kv_cache = true;
+  shape.batch = 4;
+  shape.heads = 32;
+  shape.heads_kv = 8;
+  shape.seq = 4096;
+  shape.head_dim = 128;
+  shape.dtype = DType::bf16;
+  shape.causal = true;
+  shape.page_size = 16;
+  const jit::detail::AttnProblem p = jit::detail::problem_of(shape);
+  EXPECT_EQ(p.page_size, 16);
+  EXPECT_TRUE(p.seq_lens);
+  EXPECT_EQ(p.seq_q, 1);
+  EXPECT_EQ(p.seq_k, 4096);
+  EXPECT_EQ(p.heads_q, 32);
+  EXPECT_EQ(p.heads_kv, 8);
+  EXPECT_FALSE(p.fp8_kv);
+  EXPECT_FALSE(p.varlen);
+
+  jit::KvAttentionShape plan_shape;
+  plan_shape.batch = 4;
+  plan_shape.heads_q = 32;
+  plan_shape.heads_kv = 8;
+  plan_shape.head_dim = 128;
+  plan_shape.dtype = DType::bf16;
+  plan_shape.seq_q = 1;
+  plan_shape.max_seq_k = 4096;
+  plan_shape.page_size = 16;
+  plan_shape.per_sequence_lengths = true;
+  jit::KvAttentionOptions options;
+  options.causal = true;
+  EXPECT_TRUE(p == jit::detail::kv_problem_of(plan_shape, options));
+
+  const jit::Target target = jit::offline_target("sm_89");
+  const auto& family = jit::detail::attention_family_for(p, target);
+  EXPECT_EQ(family.name(), "attn_decode");
+  const jit::detail::AttnSpec spec = family.spec_for(p);
+  EXPECT_TRUE(spec.paged);
+  EXPECT_EQ(spec.block_m, 16);  // 4 query heads per KV head, 1 new row
+  EXPECT_FALSE(spec.fp8_kv);
+  EXPECT_TRUE(spec.causal);
+  ASSERT_EQ(family.companions(spec).size(), 1u);
+  EXPECT_EQ(family.companions(spec)[0].family->name(), "attn_decode_combine");
+
+  shape.fp8_kv = true;
+  const jit::detail::AttnProblem fp8 = jit::detail::problem_of(shape);
+  EXPECT_TRUE(fp8.fp8_kv);
+  EXPECT_TRUE(family.spec_for(fp8).fp8_kv);
+
+  // MQA: 32 query heads on one KV head are 32 rows per CTA; a contiguous
+  // cache is not paged, and heads_kv 0 means one per query head.
+  shape.fp8_kv = false;
+  shape.heads_kv = 1;
+  shape.page_size = 0;
+  const jit::detail::AttnProblem mqa = jit::detail::problem_of(shape);
+  EXPECT_EQ(mqa.page_size, 0);
+  EXPECT_TRUE(mqa.seq_lens);
+  const jit::detail::AttnSpec mqa_spec = family.spec_for(mqa);
+  EXPECT_EQ(mqa_spec.block_m, 32);
+  EXPECT_FALSE(mqa_spec.paged);
+  shape.heads_kv = 0;
+  EXPECT_EQ(jit::detail::problem_of(shape).heads_kv, 32);
+  shape.new_rows = 4;
+  EXPECT_EQ(jit::detail::problem_of(shape).seq_q, 4);
+}
+
+TEST(WarmupShapes, InvalidKvCacheShapesAreInvalidArguments) {
+  AttentionShape shape;
+  shape.kv_cache = true;
+  shape.page_size = 300;
+  std::string message = expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::detail::problem_of(shape); });
+  EXPECT_NE(message.find("page_size"), std::string::npos) << message;
+  shape.page_size = 16;
+  shape.heads = 12;
+  shape.heads_kv = 8;
+  message = expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::detail::problem_of(shape); });
+  EXPECT_NE(message.find("multiple"), std::string::npos) << message;
+  shape.heads_kv = 4;
+  shape.varlen = true;
+  message = expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::detail::problem_of(shape); });
+  EXPECT_NE(message.find("ragged"), std::string::npos) << message;
 }
