@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "jit/attention/view_checks.h"
+#include "jit/error.h"
 #include "kernel_src/attention/decode/decode_params.h"
 
 namespace jit::detail {
@@ -149,6 +150,21 @@ void check_descales(const AttnProblem& p, const KvCache& cache) {
 }
 
 }  // namespace
+
+void check_fp8_cache_target(const AttnProblem& problem, const Target& target) {
+  if (!problem.fp8_kv) return;
+  if (target.cc < 89) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("an FP8 (e4m3) KV cache needs sm_89 or newer (e4m3 conversions), not {}: use an f16 or "
+                            "bf16 cache",
+                            target.arch));
+  }
+  if (problem.head_dim > 128) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("an FP8 (e4m3) KV cache takes head dim 64 or 128, not {}: use an f16 or bf16 cache",
+                            problem.head_dim));
+  }
+}
 
 std::array<std::int64_t, 2> descale_strides_of(const AttnProblem& problem, const KvCache& cache) {
   return cache.descale_strides.value_or(std::array<std::int64_t, 2>{problem.heads_kv, 1});

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "jit/attention/attention_problem.h"
+#include "jit/kernel_family.h"
 #include "jit/serving.h"
 
 namespace jit::detail {
@@ -30,6 +31,10 @@ void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache
 // The descale factors' element strides {batch, KV head} (FP8 caches):
 // cache.descale_strides, or a contiguous [B, Hkv].
 std::array<std::int64_t, 2> descale_strides_of(const AttnProblem& problem, const KvCache& cache);
+
+// An FP8 cache where no kernel serves it: before sm_89 (no e4m3
+// conversions) or at head dim 256. Error(Unsupported) saying what to use.
+void check_fp8_cache_target(const AttnProblem& problem, const Target& target);
 
 // Elements between block-table rows: block_table_stride, or pages_per_seq
 // when that is 0.

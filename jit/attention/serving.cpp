@@ -109,17 +109,7 @@ std::unique_ptr<KvAttentionPlan::Impl> make_plan(const detail::AttnProblem& prob
   impl->shape = shape;
   impl->problem = problem;
   impl->context = device.context;
-  if (problem.fp8_kv && device.target.cc < 89) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("an FP8 (e4m3) KV cache needs an sm_89 or newer GPU (e4m3 conversions); this is {}: "
-                            "use an f16 or bf16 cache",
-                            device.target.arch));
-  }
-  if (problem.fp8_kv && problem.head_dim > 128) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("an FP8 (e4m3) KV cache takes head dim 64 or 128, not {}: use an f16 or bf16 cache",
-                            problem.head_dim));
-  }
+  detail::check_fp8_cache_target(problem, device.target);
   impl->family = &detail::attention_family_for(problem, device.target);
   const detail::AttentionFamily& family = *impl->family;
   impl->spec = family.spec_for(problem);

@@ -19,6 +19,7 @@
 #include "cache/bounded_json.h"
 #include "jit/attention.h"
 #include "jit/attention/family_registry.h"
+#include "jit/attention/kv_validation.h"
 #include "jit/attention/warmup_shapes.h"
 #include "jit/binary_cache.h"
 #include "jit/driver.h"
@@ -214,21 +215,6 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
   return shapes;
 }
 
-// An FP8 cache no family serves on `target`: said as plan_kv_attention says
-// it, where the family lookup would name only the head dim.
-void check_fp8_cache_target(const detail::AttnProblem& problem, const Target& target) {
-  if (!problem.fp8_kv) return;
-  if (target.cc < 89) {
-    throw Error(ErrorCode::Unsupported, fmt::format("an FP8 (e4m3) KV cache needs sm_89 or newer (e4m3 "
-                                                    "conversions), not {}: warm up an f16 or bf16 cache for it",
-                                                    target.arch));
-  }
-  if (problem.head_dim > 128) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("an FP8 (e4m3) KV cache takes head dim 64 or 128, not {}", problem.head_dim));
-  }
-}
-
 }  // namespace
 
 std::vector<AttentionShape> parse_attention_manifest(const std::string& json_text) {
@@ -265,7 +251,7 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
     const Target target = offline_target(arch);
     for (const AttentionShape& shape : shapes) {
       const detail::AttnProblem problem = detail::problem_of(shape);
-      check_fp8_cache_target(problem, target);
+      detail::check_fp8_cache_target(problem, target);
       const detail::AttentionFamily& family = detail::attention_family_for(problem, target);
       const Json spec = family.spec_for(problem);
       for (const Json& config : autotune::prune_space(family, spec, target).kept) {
