@@ -36,6 +36,8 @@ struct AttnProblem {
   bool varlen = false;
   std::int64_t total_q = 0, total_k = 0;
   bool align_bottom_right = false;
+  // The cache's element type (K and V).
+  DType kv_dtype() const { return fp8_kv ? DType::e4m3 : dtype; }
   bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0 || (varlen && total_q == 0); }
   bool kv_cache() const { return page_size > 0 || seq_lens; }
   // Every field, once: equality and the hash below both read it, so a field

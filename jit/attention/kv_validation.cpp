@@ -241,7 +241,7 @@ void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache
                           to_string(view->dtype), to_string(problem.dtype), to_string(problem.dtype)));
     }
   }
-  const DType kv_dtype = problem.fp8_kv ? DType::e4m3 : problem.dtype;
+  const DType kv_dtype = problem.kv_dtype();
   for (const auto& [name, view] : {views[2], views[3]}) {
     if (view->dtype != kv_dtype) {
       invalid(fmt::format("{} has dtype {}, the plan was made for a {} cache (shape.kv_dtype){}", name,

@@ -58,7 +58,7 @@ struct TuningInputs {
 
   explicit TuningInputs(const detail::AttnProblem& full) : problem(full) {
     constexpr std::int64_t kMaxCacheBytes = std::int64_t{512} << 20;
-    const DType kv_dtype = full.fp8_kv ? DType::e4m3 : full.dtype;
+    const DType kv_dtype = full.kv_dtype();
     const auto kv_bytes = std::int64_t(element_size(kv_dtype));
     const std::int64_t per_sequence =
         2 * full.heads_kv * std::max<std::int64_t>(full.seq_k, 1) * full.head_dim * kv_bytes;
@@ -151,7 +151,11 @@ KvAttentionPlan plan_kv_attention(const KvAttentionShape& shape, const KvAttenti
 
 namespace {
 
-void check_descale_placement(const KvCache& cache, const detail::DeviceInfo& device) {
+// Every pointer a run reads or writes is memory of this GPU: the tensors,
+// the LSE and an FP8 cache's descale factors.
+void check_kv_placement(const TensorView& q, const KvCache& cache, const TensorView& out, const KvRunOptions& run,
+                        const detail::DeviceInfo& device) {
+  detail::check_placement(q, cache.k, cache.v, out, run.lse, device);
   if (cache.k_descale != nullptr) detail::check_pointer_placement("cache.k_descale", cache.k_descale, device);
   if (cache.v_descale != nullptr) detail::check_pointer_placement("cache.v_descale", cache.v_descale, device);
 }
@@ -169,8 +173,7 @@ void check_run_device(const KvAttentionPlan::Impl& impl, const TensorView& q, co
                 "the plan was made in another CUDA context (or for another GPU) than the current one: make a plan "
                 "per context");
   }
-  detail::check_placement(q, cache.k, cache.v, out, run.lse, device);
-  check_descale_placement(cache, device);
+  check_kv_placement(q, cache, out, run, device);
 }
 
 }  // namespace
@@ -202,8 +205,7 @@ void attention_with_kvcache(const TensorView& q, const KvCache& cache, const Ten
   detail::check_kv_run(problem, q, cache, out, run, 0);
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
-  detail::check_placement(q, cache.k, cache.v, out, run.lse, device);
-  check_descale_placement(cache, device);
+  check_kv_placement(q, cache, out, run, device);
   if (detail::knobs().check) detail::check_kv_contents(problem, cache, run.stream);
   // The plans of the exact problems seen on each context, kept for the
   // process (bounded, as the dense path's are).

@@ -407,8 +407,8 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       const float l = softmax.total_sum(mt, r);
       const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
       float factor = ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
-      if constexpr (kFp8) factor *= v_descale;
       if constexpr (kFp8) {
+        factor *= v_descale;
         const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
         // Tiles 2i and 2i + 1 hold columns 4 (lane % 4) .. + 3 of chunk i,
         // interleaved (the PV loop above).
