@@ -8,6 +8,7 @@
 #include "jit/attention/attention_problem.h"
 #include "jit/attention/background_attention_tuning.h"
 #include "jit/attention/family_registry.h"
+#include "jit/attention/fp8_checks.h"
 #include "jit/attention/shape_key.h"
 #include "jit/attention/stream_workspace.h"
 #include "jit/attention/tensor_placement.h"
@@ -43,17 +44,23 @@ Prepared prepare(const detail::AttnProblem& problem, const detail::AttnTensors& 
   TensorView scratch_view;
   auto run = [&](const Kernel& kernel, const Json& config, Stream s) {
     if (!scratch_out) {
-      scratch_out.emplace(std::size_t(q.numel()) * element_size(q.dtype));
-      scratch_view = TensorView::bhsd(scratch_out->data(), q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
+      scratch_out.emplace(std::size_t(q.numel()) * element_size(problem.dtype));
+      scratch_view =
+          TensorView::bhsd(scratch_out->data(), problem.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
     }
     detail::AttnPlan plan = family.plan(problem, config, target);
     family.bind_kernels(plan, p.spec, kernel);
     if (!scratch_workspace || scratch_workspace->size() < plan.workspace_bytes) {
       scratch_workspace.emplace(plan.workspace_bytes);
     }
-    family.launch(plan, problem, {t.q, t.k, t.v, scratch_view, nullptr, nullptr, 0, nullptr, t.cu_seqlens_q,
-                                  t.cu_seqlens_k},
-                  scratch_workspace->data(), s);
+    detail::AttnTensors candidate{t.q, t.k, t.v, scratch_view, nullptr};
+    candidate.cu_seqlens_q = t.cu_seqlens_q;
+    candidate.cu_seqlens_k = t.cu_seqlens_k;
+    candidate.q_descale = t.q_descale;
+    candidate.k_descale = t.k_descale;
+    candidate.v_descale = t.v_descale;
+    candidate.descale_strides = t.descale_strides;
+    family.launch(plan, problem, candidate, scratch_workspace->data(), s);
   };
   p.config = choose_config(family, p.spec, family.bucket(problem), run, stream);
   return p;
@@ -115,6 +122,32 @@ Launchable launchable_for(const detail::AttnProblem& problem, const detail::Attn
       [&] { return !detail::stream_is_capturing(stream); });
 }
 
+// The call's tensors, FP8 descale factors included.
+detail::AttnTensors tensors_of(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
+                               const TensorView& v, const TensorView& out, const AttentionOptions& options) {
+  detail::AttnTensors t{q, k, v, out, options.lse};
+  if (problem.fp8_qkv) {
+    t.q_descale = options.descale.q;
+    t.k_descale = options.descale.k;
+    t.v_descale = options.descale.v;
+    t.descale_strides = detail::descale_strides_or_default(problem, options.descale.strides);
+  }
+  return t;
+}
+
+// Where the arguments live, and the GPU for what they ask: steps 1-2 beyond
+// the shapes, for every entry point.
+void check_on_device(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
+                     const TensorView& v, const TensorView& out, const AttentionOptions& options,
+                     const detail::DeviceInfo& device) {
+  detail::check_placement(q, k, v, out, options.lse, device);
+  if (!problem.fp8_qkv) return;
+  detail::check_pointer_placement("options.descale.q", options.descale.q, device);
+  detail::check_pointer_placement("options.descale.k", options.descale.k, device);
+  detail::check_pointer_placement("options.descale.v", options.descale.v, device);
+  detail::check_fp8_target(problem, device.target);
+}
+
 }  // namespace
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -122,8 +155,8 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v, co
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
   if (problem.empty()) return;  // nothing to compute, nothing launched
   const detail::DeviceInfo& device = detail::current_device();
-  detail::check_placement(q, k, v, out, options.lse, device);
-  const detail::AttnTensors t{q, k, v, out, options.lse};
+  check_on_device(problem, q, k, v, out, options, device);
+  const detail::AttnTensors t = tensors_of(problem, q, k, v, out, options);
   const Launchable l = launchable_for(problem, t, options.stream, device);
   void* workspace = detail::stream_workspace(options.stream, l.plan.workspace_bytes);
   l.family->launch(l.plan, problem, t, workspace, options.stream);
@@ -135,8 +168,9 @@ void attention_varlen(const TensorView& q, const TensorView& k, const TensorView
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_placement(q, k, v, out, options.lse, device);
-  const detail::AttnTensors t{q, k, v, out, options.lse, nullptr, 0, nullptr, batch.cu_seqlens_q,
-                              batch.cu_seqlens_k};
+  detail::AttnTensors t{q, k, v, out, options.lse};
+  t.cu_seqlens_q = batch.cu_seqlens_q;
+  t.cu_seqlens_k = batch.cu_seqlens_k;
   if (detail::knobs().check) detail::check_varlen_contents(problem, t, options.stream);
   const Launchable l = launchable_for(problem, t, options.stream, device);
   void* workspace = detail::stream_workspace(options.stream, l.plan.workspace_bytes);
@@ -147,12 +181,13 @@ DeviceTensor attention(const TensorView& q, const TensorView& k, const TensorVie
                        const AttentionOptions& options) {
   // Validate against a placeholder output first: bad arguments must fail
   // before anything is allocated (and without a GPU, as InvalidArgument).
-  TensorView placeholder = TensorView::bhsd(nullptr, q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
+  const DType out_dtype = q.dtype == DType::e4m3 ? DType::bf16 : q.dtype;
+  TensorView placeholder = TensorView::bhsd(nullptr, out_dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
   if (q.numel() > 0) placeholder.data = reinterpret_cast<void*>(std::uintptr_t(16));  // never dereferenced
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, placeholder, options);
   DeviceTensor out;
-  out.buffer = DeviceBuffer(std::size_t(q.numel()) * element_size(q.dtype));
-  out.view = TensorView::bhsd(out.buffer.data(), q.dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
+  out.buffer = DeviceBuffer(std::size_t(q.numel()) * element_size(out_dtype));
+  out.view = TensorView::bhsd(out.buffer.data(), out_dtype, q.shape[0], q.shape[1], q.shape[2], q.shape[3]);
   if (!problem.empty()) attention(q, k, v, out.view, options);
   return out;
 }
@@ -162,16 +197,17 @@ AttentionPlan plan_attention(const TensorView& q, const TensorView& k, const Ten
   const detail::AttnProblem problem = detail::validate_attention(q, k, v, out, options);
   if (problem.empty()) return {};
   const detail::DeviceInfo& device = detail::current_device();
-  detail::check_placement(q, k, v, out, options.lse, device);
+  check_on_device(problem, q, k, v, out, options, device);
+  const detail::AttnTensors t = tensors_of(problem, q, k, v, out, options);
   if (tunes_in_background(problem)) {
     // What the next call runs: the winner once its tuning is done, else the default.
-    const Launchable l = launchable_for(problem, {q, k, v, out, options.lse}, options.stream, device);
+    const Launchable l = launchable_for(problem, t, options.stream, device);
     const Json spec = l.family->spec_for(problem);
     const Json config = detail::known_config(*l.family, spec, l.family->bucket(problem), options.stream)
                             .value_or(l.family->default_config(spec, device.target));
     return {l.family->name(), l.family->variant_name(spec, config), config};
   }
-  const Prepared p = prepare(problem, {q, k, v, out, options.lse}, options.stream, device.target);
+  const Prepared p = prepare(problem, t, options.stream, device.target);
   return {p.family->name(), p.family->variant_name(p.spec, p.config), p.config};
 }
 

@@ -77,7 +77,9 @@ struct AttnTensors {
   // A ragged batch's prefix sums ([batch + 1] each, on the device).
   const std::int32_t* cu_seqlens_q = nullptr;
   const std::int32_t* cu_seqlens_k = nullptr;
-  // An FP8 cache's descale factors and their {batch, KV head} strides.
+  // FP8 data's descale factors (q's for FP8 attention, k's and v's for it
+  // and for an FP8 cache) and their {batch, KV head} strides.
+  const float* q_descale = nullptr;
   const float* k_descale = nullptr;
   const float* v_descale = nullptr;
   std::array<std::int64_t, 2> descale_strides{};

@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "jit/attention/fp8_checks.h"
 #include "jit/attention/view_checks.h"
 #include "jit/error.h"
 
@@ -19,14 +20,15 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   check_view("k", k);
   check_view("v", v);
   check_view("out", out);
-  if (k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype) {
-    invalid(fmt::format("q, k, v and out must share one dtype; got q {}, k {}, v {}, out {}", to_string(q.dtype),
-                        to_string(k.dtype), to_string(v.dtype), to_string(out.dtype)));
-  }
-  if (q.dtype == DType::e4m3) {
-    throw Error(ErrorCode::Unsupported,
-                "attention takes f16 or bf16 tensors; e4m3 (FP8) is taken only for the K/V cache of "
-                "jit::attention_with_kvcache / plan_kv_attention (jit/serving.h), with f16 or bf16 q");
+  const bool fp8 = q.dtype == DType::e4m3;
+  if (fp8 ? k.dtype != q.dtype || v.dtype != q.dtype || out.dtype == DType::e4m3
+          : k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype) {
+    invalid(fmt::format("q, k, v and out must share one dtype (f16 or bf16), or q, k and v be e4m3 (FP8) with out "
+                        "f16 or bf16; got q {}, k {}, v {}, out {}{}",
+                        to_string(q.dtype), to_string(k.dtype), to_string(v.dtype), to_string(out.dtype),
+                        !fp8 && k.dtype == DType::e4m3 && v.dtype == DType::e4m3
+                            ? ". An e4m3 K/V cache with 16-bit q is jit::attention_with_kvcache's (jit/serving.h)"
+                            : ""));
   }
   if (k.shape != v.shape) {
     invalid(fmt::format("k and v must have the same shape; got k {} and v {}", shape_text(k), shape_text(v)));
@@ -47,7 +49,8 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   p.head_dim = q.shape[3];
   p.heads_kv = k.shape[1];
   p.seq_k = k.shape[2];
-  p.dtype = q.dtype;
+  p.dtype = out.dtype;
+  p.fp8_qkv = fp8;
   if (p.heads_kv == 0 ? p.heads_q != 0 : p.heads_q % p.heads_kv != 0) {
     invalid(fmt::format("q's heads ({}) must be a multiple of k's and v's heads ({}) for grouped-query attention",
                         p.heads_q, p.heads_kv));
@@ -78,6 +81,13 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   if (!(p.scale > 0) || !std::isfinite(p.scale)) {
     invalid(fmt::format("scale must be a positive finite number, got {}", p.scale));
   }
+  const Fp8Descale& d = options.descale;
+  check_descales(p, {{{"options.descale.q", d.q}, {"options.descale.k", d.k}, {"options.descale.v", d.v}},
+                     d.strides,
+                     "options.descale.strides",
+                     fp8,
+                     "q",
+                     "options.descale.strides = {0, 0}"});
   return p;
 }
 
@@ -113,6 +123,10 @@ AttnProblem validate_attention_varlen(const TensorView& q, const TensorView& k, 
   };
   check_max("batch.max_seqlen_q", batch.max_seqlen_q, "q", p.seq_q);
   check_max("batch.max_seqlen_k", batch.max_seqlen_k, "k", p.seq_k);
+  if (p.fp8_qkv) {
+    throw Error(ErrorCode::Unsupported,
+                "FP8 (e4m3) attention takes dense batches; for a ragged batch use f16 or bf16 q, k and v");
+  }
   p.varlen = true;
   p.total_q = p.seq_q;
   p.total_k = p.seq_k;
@@ -164,6 +178,7 @@ AttnSpec spec_of(const AttnProblem& problem) {
   AttnSpec spec{problem.dtype, int(problem.head_dim), problem.causal};
   spec.varlen = problem.varlen;
   spec.fp8_kv = problem.fp8_kv;
+  spec.fp8_qkv = problem.fp8_qkv;
   return spec;
 }
 
@@ -174,6 +189,7 @@ void to_json(Json& j, const AttnSpec& spec) {
   if (spec.paged) j["paged"] = true;
   if (spec.block_m != 0) j["bm"] = spec.block_m;
   if (spec.fp8_kv) j["kv"] = "e4m3";
+  if (spec.fp8_qkv) j["qkv"] = "e4m3";
   if (spec.varlen) j["varlen"] = true;
 }
 
@@ -188,6 +204,9 @@ void from_json(const Json& j, AttnSpec& spec) {
   const std::string kv = j.value("kv", "");
   if (!kv.empty() && kv != "e4m3") throw Error(ErrorCode::Internal, fmt::format("unknown spec kv dtype '{}'", kv));
   spec.fp8_kv = kv == "e4m3";
+  const std::string qkv = j.value("qkv", "");
+  if (!qkv.empty() && qkv != "e4m3") throw Error(ErrorCode::Internal, fmt::format("unknown spec qkv dtype '{}'", qkv));
+  spec.fp8_qkv = qkv == "e4m3";
   spec.varlen = j.value("varlen", false);
 }
 

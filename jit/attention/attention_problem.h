@@ -29,6 +29,8 @@ struct AttnProblem {
   int num_splits = 0;
   // An FP8 cache: K and V in e4m3 with descale factors, q and out in dtype.
   bool fp8_kv = false;
+  // FP8 attention: q, K and V in e4m3 with descale factors, out in dtype.
+  bool fp8_qkv = false;
   // Ragged batches (jit/varlen.h): batch sequences packed into total_q query
   // rows and total_k keys; seq_q and seq_k are the longest sequence's, the
   // causal diagonal is each sequence's (bottom right when align_bottom_right,
@@ -36,15 +38,16 @@ struct AttnProblem {
   bool varlen = false;
   std::int64_t total_q = 0, total_k = 0;
   bool align_bottom_right = false;
-  // The cache's element type (K and V).
-  DType kv_dtype() const { return fp8_kv ? DType::e4m3 : dtype; }
+  // The element types of q and of K and V (out's is dtype).
+  DType q_dtype() const { return fp8_qkv ? DType::e4m3 : dtype; }
+  DType kv_dtype() const { return fp8_kv || fp8_qkv ? DType::e4m3 : dtype; }
   bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0 || (varlen && total_q == 0); }
   bool kv_cache() const { return page_size > 0 || seq_lens; }
   // Every field, once: equality and the hash below both read it, so a field
   // added here is part of every key built from a problem.
   auto fields() const {
     return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale, page_size,
-                    seq_lens, num_splits, fp8_kv, varlen, total_q, total_k, align_bottom_right);
+                    seq_lens, num_splits, fp8_kv, fp8_qkv, varlen, total_q, total_k, align_bottom_right);
   }
   bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
 };
@@ -64,14 +67,16 @@ struct AttnSpec {
   int block_m = 0;
   // The decode family's FP8 cache ("kv": "e4m3" in the JSON when set).
   bool fp8_kv = false;
+  // FP8 attention: q, k and v in e4m3, out in dtype ("qkv": "e4m3").
+  bool fp8_qkv = false;
   // A ragged batch (absent from the JSON when false).
   bool varlen = false;
-  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, varlen); }
+  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, varlen); }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
 // {"dtype": "f16" | "bf16", "d": head dim, "causal": bool} (and "paged",
-// "bm", "kv", "varlen" when set): the form tune keys, cubin keys and tuning
+// "bm", "kv", "qkv", "varlen" when set): the form tune keys, cubin keys and tuning
 // records hold.
 void to_json(Json& j, const AttnSpec& spec);
 void from_json(const Json& j, AttnSpec& spec);

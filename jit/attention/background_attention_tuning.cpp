@@ -32,29 +32,36 @@ class OwnStream {
 };
 
 // Zero-filled inputs and output of the problem's shape, contiguous: a
-// kernel's time does not depend on the values.
+// kernel's time does not depend on the values. FP8 inputs get one descale
+// factor for all.
 struct ScratchTensors {
-  DeviceBuffer q, k, v, out;
+  DeviceBuffer q, k, v, out, descale;
   TensorView q_view, k_view, v_view, out_view;
 
   ScratchTensors(const AttnProblem& p, Stream stream) {
-    const std::size_t bytes = element_size(p.dtype);
-    auto zeroed = [&](std::int64_t elements) {
-      DeviceBuffer buffer(std::size_t(elements) * bytes);
+    auto zeroed = [&](std::int64_t elements, std::size_t element_bytes) {
+      DeviceBuffer buffer(std::size_t(elements) * element_bytes);
       if (buffer.size() != 0) {
         CUJIT_CU_CHECK(driver().cuMemsetD8Async(reinterpret_cast<CUdeviceptr>(buffer.data()), 0, buffer.size(),
                                                 reinterpret_cast<CUstream>(stream)));
       }
       return buffer;
     };
-    q = zeroed(p.batch * p.heads_q * p.seq_q * p.head_dim);
-    out = zeroed(p.batch * p.heads_q * p.seq_q * p.head_dim);
-    k = zeroed(p.batch * p.heads_kv * p.seq_k * p.head_dim);
-    v = zeroed(p.batch * p.heads_kv * p.seq_k * p.head_dim);
-    q_view = TensorView::bhsd(q.data(), p.dtype, p.batch, p.heads_q, p.seq_q, p.head_dim);
+    q = zeroed(p.batch * p.heads_q * p.seq_q * p.head_dim, element_size(p.q_dtype()));
+    out = zeroed(p.batch * p.heads_q * p.seq_q * p.head_dim, element_size(p.dtype));
+    k = zeroed(p.batch * p.heads_kv * p.seq_k * p.head_dim, element_size(p.kv_dtype()));
+    v = zeroed(p.batch * p.heads_kv * p.seq_k * p.head_dim, element_size(p.kv_dtype()));
+    if (p.fp8_qkv) descale = zeroed(1, sizeof(float));
+    q_view = TensorView::bhsd(q.data(), p.q_dtype(), p.batch, p.heads_q, p.seq_q, p.head_dim);
     out_view = TensorView::bhsd(out.data(), p.dtype, p.batch, p.heads_q, p.seq_q, p.head_dim);
-    k_view = TensorView::bhsd(k.data(), p.dtype, p.batch, p.heads_kv, p.seq_k, p.head_dim);
-    v_view = TensorView::bhsd(v.data(), p.dtype, p.batch, p.heads_kv, p.seq_k, p.head_dim);
+    k_view = TensorView::bhsd(k.data(), p.kv_dtype(), p.batch, p.heads_kv, p.seq_k, p.head_dim);
+    v_view = TensorView::bhsd(v.data(), p.kv_dtype(), p.batch, p.heads_kv, p.seq_k, p.head_dim);
+  }
+
+  AttnTensors tensors() const {
+    AttnTensors t{q_view, k_view, v_view, out_view, nullptr};
+    t.q_descale = t.k_descale = t.v_descale = static_cast<const float*>(descale.data());
+    return t;  // descale_strides {0, 0}: the one factor
   }
 };
 
@@ -76,8 +83,7 @@ Json tune_on_worker(const AttentionFamily& family, const Json& spec, const Json&
       CUJIT_CU_CHECK(driver().cuStreamSynchronize(reinterpret_cast<CUstream>(s)));  // the old one may be in use
       workspace.emplace(plan.workspace_bytes);
     }
-    family.launch(plan, problem, {in.q_view, in.k_view, in.v_view, in.out_view, nullptr},
-                  workspace ? workspace->data() : nullptr, s);
+    family.launch(plan, problem, in.tensors(), workspace ? workspace->data() : nullptr, s);
   };
   return choose_config_until(family, spec, bucket, run, stream.get(),
                              [] { return background_tuner().stopping(); });

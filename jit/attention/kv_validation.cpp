@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "jit/attention/fp8_checks.h"
 #include "jit/attention/view_checks.h"
 #include "jit/error.h"
 #include "kernel_src/attention/decode/decode_params.h"
@@ -113,61 +114,10 @@ void check_paged_cache(const AttnProblem& p, const KvCache& cache) {
   }
 }
 
-void check_descales(const AttnProblem& p, const KvCache& cache) {
-  const std::pair<const char*, const float*> factors[] = {{"cache.k_descale", cache.k_descale},
-                                                          {"cache.v_descale", cache.v_descale}};
-  for (const auto& [name, ptr] : factors) {
-    if (!p.fp8_kv && ptr != nullptr) {
-      invalid(fmt::format("{} is set but the cache is {}: descale factors are for an FP8 (e4m3) cache", name,
-                          to_string(p.dtype)));
-    }
-    if (p.fp8_kv && ptr == nullptr && !p.empty()) {
-      invalid(fmt::format("{} is null: an FP8 cache needs its descale factors (float32 [B, Hkv] on the device, "
-                          "or one per cache with cache.descale_strides = {{0, 0}})",
-                          name));
-    }
-    if (!aligned(ptr, alignof(float))) {
-      invalid(fmt::format("{} must be 4-byte aligned (float32); its address is {}", name,
-                          static_cast<const void*>(ptr)));
-    }
-  }
-  if (cache.descale_strides && !p.fp8_kv) {
-    invalid("cache.descale_strides is set but the cache is not FP8: descale factors are for an e4m3 cache");
-  }
-  const auto [batch_stride, head_stride] = descale_strides_of(p, cache);
-  if (batch_stride < 0 || head_stride < 0) {
-    invalid(fmt::format("cache.descale_strides are {{{}, {}}}; they must not be negative", batch_stride,
-                        head_stride));
-  }
-  std::int64_t last = 0, head_part = 0;
-  if (__builtin_mul_overflow(std::max<std::int64_t>(p.batch - 1, 0), batch_stride, &last) ||
-      __builtin_mul_overflow(std::max<std::int64_t>(p.heads_kv - 1, 0), head_stride, &head_part) ||
-      __builtin_add_overflow(last, head_part, &last) || last > std::numeric_limits<std::int64_t>::max() / 4) {
-    invalid(fmt::format("cache.descale_strides {{{}, {}}} over {} sequences and {} KV heads reach past a 64-bit "
-                        "offset",
-                        batch_stride, head_stride, p.batch, p.heads_kv));
-  }
-}
-
 }  // namespace
 
-void check_fp8_cache_target(const AttnProblem& problem, const Target& target) {
-  if (!problem.fp8_kv) return;
-  if (target.cc < 89) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("an FP8 (e4m3) KV cache needs sm_89 or newer (e4m3 conversions), not {}: use an f16 or "
-                            "bf16 cache",
-                            target.arch));
-  }
-  if (problem.head_dim > 128) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("an FP8 (e4m3) KV cache takes head dim 64 or 128, not {}: use an f16 or bf16 cache",
-                            problem.head_dim));
-  }
-}
-
 std::array<std::int64_t, 2> descale_strides_of(const AttnProblem& problem, const KvCache& cache) {
-  return cache.descale_strides.value_or(std::array<std::int64_t, 2>{problem.heads_kv, 1});
+  return descale_strides_or_default(problem, cache.descale_strides);
 }
 
 AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOptions& options) {
@@ -249,7 +199,12 @@ void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache
                           problem.fp8_kv ? "" : ": an FP8 cache takes a plan made with shape.kv_dtype = e4m3"));
     }
   }
-  check_descales(problem, cache);
+  check_descales(problem, {{{"cache.k_descale", cache.k_descale}, {"cache.v_descale", cache.v_descale}},
+                           cache.descale_strides,
+                           "cache.descale_strides",
+                           problem.fp8_kv,
+                           "the cache",
+                           "cache.descale_strides = {0, 0}"});
   expect_query_shape("q", q, problem);
   expect_query_shape("out", out, problem);
 

@@ -32,10 +32,6 @@ void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache
 // cache.descale_strides, or a contiguous [B, Hkv].
 std::array<std::int64_t, 2> descale_strides_of(const AttnProblem& problem, const KvCache& cache);
 
-// An FP8 cache where no kernel serves it: before sm_89 (no e4m3
-// conversions) or at head dim 256. Error(Unsupported) saying what to use.
-void check_fp8_cache_target(const AttnProblem& problem, const Target& target);
-
 // Elements between block-table rows: block_table_stride, or pages_per_seq
 // when that is 0.
 inline std::int64_t table_stride_of(const KvCache& cache) {

@@ -12,6 +12,7 @@
 
 #include "jit/attention/family_registry.h"
 #include "jit/attention/kv_contents_check.h"
+#include "jit/attention/fp8_checks.h"
 #include "jit/attention/kv_validation.h"
 #include "jit/attention/shape_key.h"
 #include "jit/attention/stream_workspace.h"
@@ -109,7 +110,7 @@ std::unique_ptr<KvAttentionPlan::Impl> make_plan(const detail::AttnProblem& prob
   impl->shape = shape;
   impl->problem = problem;
   impl->context = device.context;
-  detail::check_fp8_cache_target(problem, device.target);
+  detail::check_fp8_target(problem, device.target);
   impl->family = &detail::attention_family_for(problem, device.target);
   const detail::AttentionFamily& family = *impl->family;
   impl->spec = family.spec_for(problem);

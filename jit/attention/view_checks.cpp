@@ -77,11 +77,12 @@ void check_view(const char* name, const TensorView& t) {
   if (reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) {
     invalid(fmt::format("{} must be 16-byte aligned for vector loads; its address is {}", name, t.data));
   }
+  const std::int64_t chunk = 16 / std::int64_t(element_size(t.dtype));  // elements per 16 bytes
   for (int i = 0; i < 3; ++i) {
-    if (t.shape[i] > 1 && t.strides[i] % 8 != 0) {
-      invalid(fmt::format("{}'s stride {} in dimension {} is not a multiple of 8 elements (16 bytes), which the "
-                          "kernels' 16-byte loads need",
-                          name, t.strides[i], i));
+    if (t.shape[i] > 1 && t.strides[i] % chunk != 0) {
+      invalid(fmt::format("{}'s stride {} in dimension {} is not a multiple of {} elements (16 bytes of {}), which "
+                          "the kernels' 16-byte loads need",
+                          name, t.strides[i], i, chunk, to_string(t.dtype)));
     }
   }
 }

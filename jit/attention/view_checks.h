@@ -23,7 +23,7 @@ bool is_empty(const TensorView& t);
 // Throws Error(InvalidArgument) naming `name` unless the view has
 // non-negative sizes and strides, an element count and byte extent that fit,
 // a non-null, 16-byte-aligned pointer, a contiguous last dimension and other
-// strides that are multiples of 8 elements. An empty view passes once its
+// strides that are multiples of 16 bytes. An empty view passes once its
 // sizes and strides are non-negative.
 void check_view(const char* name, const TensorView& t);
 

@@ -19,6 +19,7 @@
 #include "cache/bounded_json.h"
 #include "jit/attention.h"
 #include "jit/attention/family_registry.h"
+#include "jit/attention/fp8_checks.h"
 #include "jit/attention/kv_validation.h"
 #include "jit/attention/warmup_shapes.h"
 #include "jit/binary_cache.h"
@@ -251,7 +252,7 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
     const Target target = offline_target(arch);
     for (const AttentionShape& shape : shapes) {
       const detail::AttnProblem problem = detail::problem_of(shape);
-      detail::check_fp8_cache_target(problem, target);
+      detail::check_fp8_target(problem, target);
       const detail::AttentionFamily& family = detail::attention_family_for(problem, target);
       const Json spec = family.spec_for(problem);
       for (const Json& config : autotune::prune_space(family, spec, target).kept) {

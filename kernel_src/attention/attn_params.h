@@ -33,6 +33,12 @@ struct AttnParams {
   // the device); null otherwise.
   const VarlenTile* varlen_tiles;
   const int* varlen_tile_count;
+  // FP8 inputs (q, k, v in e4m3): float32 factors of (batch b, KV head h) at
+  // [b * descale_stride[0] + h * descale_stride[1]]; null otherwise.
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  long long descale_stride[2];
 };
 
 }  // namespace cujit

@@ -43,6 +43,35 @@ __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const u32 (&a)[4], u
   }
 }
 
+// D(16x8, f32) += A(16x32, row) * B(32x8, col), A/B in T = e4m3 (sm_89 and
+// newer): each register holds four consecutive k of one row (A) or column (B).
+template <class T>
+__device__ __forceinline__ void mma_m16n8k32(float (&d)[4], const u32 (&a)[4], u32 b0, u32 b1) {
+  static_assert(same_type<T, e4m3>::value, "8-bit mma.sync is e4m3 here");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  static_assert(sizeof(T) == 0, "FP8 mma.sync needs sm_89 or newer");
+#endif
+  asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four fp32 values -> one register of four T = e4m3 (x0 in the lowest
+// byte), rounded to nearest even and saturated to +-448 (sm_89 and newer).
+template <class T>
+__device__ __forceinline__ u32 cvt_rn_x4(float x0, float x1, float x2, float x3) {
+  static_assert(same_type<T, e4m3>::value, "four to a register is e4m3 here");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
+  static_assert(sizeof(T) == 0, "e4m3 conversions need sm_89 or newer");
+#endif
+  u32 r;
+  asm("{\n .reg .b16 lo, hi;\n cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      " cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+}
+
 // Two fp32 values -> one register of two T (lo in the low half).
 template <class T>
 __device__ __forceinline__ u32 cvt_rn_x2(float lo, float hi) {
@@ -90,6 +119,15 @@ __device__ __forceinline__ u32 byte_perm(u32 x) {
   return r;
 }
 
+// Bytes of the pair {lo, hi} (bytes 0-3 of lo, 4-7 of hi) rearranged by a
+// prmt selector.
+template <u32 SELECTOR>
+__device__ __forceinline__ u32 byte_perm(u32 lo, u32 hi) {
+  u32 r;
+  asm("prmt.b32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(lo), "r"(hi), "n"(SELECTOR));
+  return r;
+}
+
 __device__ __forceinline__ float ex2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -114,6 +152,9 @@ __device__ __forceinline__ float lg2_approx(float x) {
 
 __device__ __forceinline__ void st_shared_b32(u32 addr, u32 v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ void st_shared_v2_b32(u32 addr, u32 a, u32 b) {
+  asm volatile("st.shared.v2.b32 [%0], {%1,%2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
 }
 __device__ __forceinline__ void ld_shared_v4_b32(u32 (&v)[4], u32 addr) {
   asm volatile("ld.shared.v4.b32 {%0,%1,%2,%3}, [%4];\n"

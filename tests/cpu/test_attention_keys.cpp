@@ -41,7 +41,7 @@ const std::vector<std::function<void(AttnProblem&)>> kOneFieldEdits = {
     [](AttnProblem& p) { p.causal_offset = 512; }, [](AttnProblem& p) { p.scale = 0.25f; },
     [](AttnProblem& p) { p.page_size = 16; },      [](AttnProblem& p) { p.seq_lens = true; },
     [](AttnProblem& p) { p.num_splits = 1; },      [](AttnProblem& p) { p.fp8_kv = true; },
-    [](AttnProblem& p) { p.varlen = true; },
+    [](AttnProblem& p) { p.fp8_qkv = true; },      [](AttnProblem& p) { p.varlen = true; },
     [](AttnProblem& p) { p.total_q = 4096; },      [](AttnProblem& p) { p.total_k = 4096; },
     [](AttnProblem& p) { p.align_bottom_right = true; },
 };
@@ -168,7 +168,7 @@ TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   EXPECT_EQ(portable_config, (jit::Json{{"bm", 128}, {"bn", 64}, {"stages", 2}, {"warps", 8}}));
   EXPECT_EQ(portable.variant_name(spec, portable_config), "attn_fwd_portable_d128_bf16_causal_bm128_bn64_st2_w8");
   EXPECT_EQ(portable.name_expression(spec, portable_config),
-            "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, false>");
+            "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, false, cujit::bf16>");
   // A ragged batch's variant: the same config, the VARLEN argument set.
   jit::Json varlen = spec;
   varlen["varlen"] = true;
@@ -176,7 +176,7 @@ TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   EXPECT_EQ(sm90.name_expression(varlen, sm90_config),
             "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, true>");
   EXPECT_EQ(portable.name_expression(varlen, portable_config),
-            "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, true>");
+            "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, true, cujit::bf16>");
   EXPECT_EQ(sm90.config_space(spec).size(), 36u);
   EXPECT_EQ(portable.config_space(spec).size(), 24u);
 }

@@ -1,8 +1,10 @@
 // Tests for jit/attention/attention_problem: argument validation, the kernel parameter
 // struct and the tune-key bucket. The pointers are fake (never dereferenced),
 // so no GPU is needed.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "jit/attention/attention_problem.h"
+#include "jit/attention/fp8_checks.h"
 #include "jit/error.h"
 #include "kernel_src/attention/attn_params.h"
 
@@ -24,7 +27,7 @@ using jit::detail::AttnProblem;
 using jit::detail::validate_attention;
 
 // The host/device contract: the kernels read this exact layout.
-static_assert(sizeof(cujit::AttnParams) == 184, "AttnParams layout changed: update the kernels and this test");
+static_assert(sizeof(cujit::AttnParams) == 224, "AttnParams layout changed: update the kernels and this test");
 
 void* fake(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 
@@ -70,14 +73,119 @@ void expect_invalid(const Tensors& t, std::initializer_list<std::string> needles
 
 // --- accepted problems -----------------------------------------------------
 
-TEST(ValidateAttention, SaysFp8IsForKvCachesOnly) {
-  try {
-    validate(valid_bhsd(2, 4, 4, 128, 128, 64, DType::e4m3));
-    ADD_FAILURE() << "e4m3 attention was accepted";
-  } catch (const jit::Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("attention_with_kvcache"), std::string::npos) << e.what();
+// --- FP8 inputs --------------------------------------------------------------
+
+// q, k, v in e4m3 (B=2, Hq=Hkv=4, S=128, D=64), out in `out`.
+Tensors valid_fp8(DType out = DType::f16) {
+  Tensors t = valid_bhsd(2, 4, 4, 128, 128, 64, DType::e4m3);
+  t.out = TensorView::bhsd(fake(kOut), out, 2, 4, 128, 64);
+  return t;
+}
+constexpr std::uintptr_t kDescales = 0x50000000;
+AttentionOptions fp8_options() {
+  AttentionOptions options;
+  options.descale.q = reinterpret_cast<const float*>(kDescales);
+  options.descale.k = reinterpret_cast<const float*>(kDescales + 64);
+  options.descale.v = reinterpret_cast<const float*>(kDescales + 128);
+  return options;
+}
+
+TEST(ValidateAttention, AcceptsFp8InputsWithDescalesAndA16BitOutput) {
+  for (DType out : {DType::f16, DType::bf16}) {
+    const AttnProblem p = validate(valid_fp8(out), fp8_options());
+    EXPECT_TRUE(p.fp8_qkv);
+    EXPECT_FALSE(p.fp8_kv);
+    EXPECT_EQ(p.dtype, out);
+    EXPECT_EQ(p.q_dtype(), DType::e4m3);
+    EXPECT_EQ(p.kv_dtype(), DType::e4m3);
+    const jit::detail::AttnSpec spec = jit::detail::spec_of(p);
+    EXPECT_TRUE(spec.fp8_qkv);
+    const jit::Json j = spec;
+    EXPECT_EQ(j.at("qkv"), "e4m3");
+    EXPECT_EQ(j.get<jit::detail::AttnSpec>(), spec);
   }
+  AttentionOptions per_tensor = fp8_options();
+  per_tensor.descale.strides = std::array<std::int64_t, 2>{0, 0};
+  EXPECT_TRUE(validate(valid_fp8(), per_tensor).fp8_qkv);
+  // The problem (and so the shape cache's key) tells FP8 from 16-bit inputs.
+  EXPECT_NE(validate(valid_fp8(), fp8_options()), validate(valid_bhsd()));
+}
+
+TEST(ValidateAttention, RejectsFp8WithoutEachDescale) {
+  for (const char* which : {"q", "k", "v"}) {
+    AttentionOptions options = fp8_options();
+    const float*& factor = which[0] == 'q' ? options.descale.q : which[0] == 'k' ? options.descale.k : options.descale.v;
+    factor = nullptr;
+    expect_invalid(valid_fp8(), {fmt::format("options.descale.{} is null", which), "[B, Hkv]"}, options);
+    factor = reinterpret_cast<const float*>(kDescales + 2);
+    expect_invalid(valid_fp8(), {fmt::format("options.descale.{} must be 4-byte aligned", which)}, options);
+  }
+  // An empty problem reads no factor.
+  Tensors empty = valid_fp8();
+  empty.q.shape[2] = empty.out.shape[2] = 0;
+  EXPECT_NO_THROW(validate(empty));
+}
+
+TEST(ValidateAttention, RejectsBadFp8DescaleStrides) {
+  AttentionOptions options = fp8_options();
+  options.descale.strides = std::array<std::int64_t, 2>{-1, 1};
+  expect_invalid(valid_fp8(), {"options.descale.strides", "negative"}, options);
+  options.descale.strides = std::array<std::int64_t, 2>{std::int64_t{1} << 62, 1};
+  expect_invalid(valid_fp8(), {"options.descale.strides", "64-bit"}, options);
+}
+
+TEST(ValidateAttention, RejectsDescalesOn16BitInputs) {
+  AttentionOptions options;
+  options.descale.k = reinterpret_cast<const float*>(kDescales);
+  expect_invalid(valid_bhsd(), {"options.descale.k is set", "FP8"}, options);
+  AttentionOptions strides_only;
+  strides_only.descale.strides = std::array<std::int64_t, 2>{0, 0};
+  expect_invalid(valid_bhsd(), {"options.descale.strides is set"}, strides_only);
+}
+
+TEST(ValidateAttention, RejectsMixedFp8And16BitTensors) {
+  Tensors k16 = valid_fp8();
+  k16.k = TensorView::bhsd(fake(kK), DType::f16, 2, 4, 128, 64);
+  expect_invalid(k16, {"dtype", "k f16"}, fp8_options());
+  Tensors out8 = valid_fp8();
+  out8.out.dtype = DType::e4m3;
+  expect_invalid(out8, {"out f16 or bf16", "out e4m3"}, fp8_options());
+  // An FP8 K/V with 16-bit q is the KV-cache API's.
+  Tensors cache_like = valid_fp8();
+  cache_like.q = TensorView::bhsd(fake(kQ), DType::f16, 2, 4, 128, 64);
+  expect_invalid(cache_like, {"attention_with_kvcache"}, fp8_options());
+}
+
+// 16 bytes of e4m3 are 16 elements: a row stride of 8 would misalign every
+// other row's 16-byte loads.
+TEST(ValidateAttention, RejectsFp8StridesNotMultipleOf16Bytes) {
+  Tensors t = valid_fp8();
+  t.q.strides = {4 * 128 * 72, 128 * 72, 72, 1};
+  t.q.shape[3] = 64;
+  expect_invalid(t, {"q's stride 72", "multiple of 16 elements"}, fp8_options());
+}
+
+TEST(Fp8Target, SaysWhichGpusAndHeadDimsFp8AttentionNeeds) {
+  AttnProblem p = validate(valid_fp8(), fp8_options());
+  EXPECT_NO_THROW(jit::detail::check_fp8_target(p, jit::offline_target("sm_89")));
+  EXPECT_NO_THROW(jit::detail::check_fp8_target(p, jit::offline_target("sm_90a")));
+  auto expect_unsupported = [](const AttnProblem& problem, const char* arch, std::initializer_list<std::string> needles) {
+    try {
+      jit::detail::check_fp8_target(problem, jit::offline_target(arch));
+      ADD_FAILURE() << "expected Unsupported on " << arch;
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+      for (const std::string& needle : needles) {
+        EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      }
+    }
+  };
+  expect_unsupported(p, "sm_80", {"FP8 (e4m3) attention", "sm_89 or newer", "sm_80", "f16 or bf16 q, k and v"});
+  p.head_dim = 256;
+  expect_unsupported(p, "sm_90a", {"head dim 64 or 128, not 256"});
+  p.fp8_qkv = false;
+  p.fp8_kv = true;
+  expect_unsupported(p, "sm_90a", {"FP8 (e4m3) KV cache", "f16 or bf16 cache"});
 }
 
 TEST(E4m3Bits, RoundTripEveryCodeAndRoundToNearestEven) {

@@ -29,6 +29,7 @@ using jit::detail::validate_attention_varlen;
 
 void* fake(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
 const std::int32_t* fake_i32(std::uintptr_t address) { return reinterpret_cast<const std::int32_t*>(address); }
+const float* fake_f32(std::uintptr_t address) { return reinterpret_cast<const float*>(address); }
 
 // Far-apart, 16-byte-aligned regions (256 MiB apart; every tensor below is smaller).
 constexpr std::uintptr_t kQ = 0x10000000, kK = 0x20000000, kV = 0x30000000, kOut = 0x40000000, kCuQ = 0x50000000,
@@ -256,6 +257,20 @@ TEST(ValidateAttentionVarlen, InheritsTheTensorChecks) {
   AttentionOptions bad_scale;
   bad_scale.scale = -1.f;
   expect_invalid(packed(), {"scale"}, bad_scale);
+}
+
+TEST(ValidateAttentionVarlen, SaysFp8TakesDenseBatches) {
+  Args a = packed(kTotalQ, kTotalK, DType::e4m3);
+  a.out = TensorView::bshd(fake(kOut), DType::bf16, 1, kTotalQ, kHq, kD);
+  AttentionOptions options;
+  options.descale = {fake_f32(0x70000000), fake_f32(0x70000040), fake_f32(0x70000080), std::nullopt};
+  try {
+    validate(a, options);
+    ADD_FAILURE() << "a ragged FP8 batch was accepted";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("dense batches"), std::string::npos) << e.what();
+  }
 }
 
 // --- the spec and the tune key -------------------------------------------------

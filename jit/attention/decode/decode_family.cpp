@@ -189,7 +189,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
-    if (!runs_on(target) || p.varlen || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
+    if (!runs_on(target) || p.varlen || p.fp8_qkv || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
     if (p.head_dim > 128 && target.cc < 90) return false;  // why_head_dim_256_is_out
     if (p.fp8_kv && (target.cc < 89 || p.head_dim > 128)) return false;  // e4m3 conversions, registers
     // Dense problems with few rows per KV head; everything over a cache.

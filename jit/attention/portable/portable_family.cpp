@@ -29,14 +29,15 @@ void from_json(const Json& j, PortableConfig& c) {
 constexpr int smem_bytes(int head_dim, int element_bytes, const PortableConfig& c) {
   return (c.bm + 2 * c.stages * c.bn) * head_dim * element_bytes;
 }
-int smem_bytes(const AttnSpec& s, const PortableConfig& c) {
-  return smem_bytes(s.head_dim, int(element_size(s.dtype)), c);
-}
+// q's, k's and v's element size.
+int input_bytes(const AttnSpec& s) { return s.fp8_qkv ? 1 : int(element_size(s.dtype)); }
+int smem_bytes(const AttnSpec& s, const PortableConfig& c) { return smem_bytes(s.head_dim, input_bytes(s), c); }
 
 // The config used without tuning: the tuned winners on the H100 grid (two
 // m-tiles per warp at D=64, one at D=128; cujit-bench with CUJIT_AUTOTUNE=off
 // against full, docs/perf-log.md), shrunk where the arch's shared memory is
-// too small for them.
+// too small for them (and, for FP8, where the registers are: see
+// typed_default_config).
 constexpr PortableConfig default_portable_config(int head_dim, int element_bytes, int max_smem_per_block) {
   const PortableConfig tuned = head_dim <= 64 ? PortableConfig{128, 64, 2, 4} : PortableConfig{128, 64, 2, 8};
   return smem_bytes(head_dim, element_bytes, tuned) <= max_smem_per_block ? tuned : PortableConfig{64, 32, 2, 4};
@@ -47,11 +48,14 @@ static_assert(default_portable_config(128, 2, 48 * 1024).bm == 64, "small shared
 // Registers the accumulators alone need per thread (fp32 O and S, and the Q
 // fragments, kept in registers only with one m-tile per warp), plus what
 // addressing, fragments in flight and the softmax take, measured from the
-// ptxas reports. Past 255 ptxas spills.
-int estimated_registers(const AttnSpec& s, const PortableConfig& c) {
+// ptxas reports. Past 255 ptxas spills. sm_90 has no FP8 mma.sync of its
+// own: ptxas converts the operands to f16 for HMMA, which took up to 56 more
+// registers in the reports of the FP8 configs.
+int estimated_registers(const AttnSpec& s, const PortableConfig& c, const Target& target) {
   const int m_tiles = c.bm / (16 * c.warps);
-  const int q_registers = m_tiles == 1 ? s.head_dim / 4 : 0;
-  return m_tiles * (s.head_dim / 2 + c.bn / 2) + q_registers + 96;
+  const int q_registers = m_tiles == 1 ? s.head_dim * input_bytes(s) / 8 : 0;
+  const int fp8_on_sm90 = s.fp8_qkv && target.cc >= 90 ? 56 : 0;
+  return m_tiles * (s.head_dim / 2 + c.bn / 2) + q_registers + 96 + fp8_on_sm90;
 }
 
 class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig> {
@@ -83,7 +87,9 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
     }
-    if (const int regs = estimated_registers(s, c); regs > 255) {
+    if (s.fp8_qkv && target.cc < 89) return fmt::format("FP8 mma.sync needs sm_89 or newer, not {}", target.arch);
+    if (s.fp8_qkv && c.bn % 32 != 0) return fmt::format("BN {} is not a multiple of FP8's 32-key k-step", c.bn);
+    if (const int regs = estimated_registers(s, c, target); regs > 255) {
       return fmt::format("needs about {} registers per thread (limit 255, it would spill): lower BN or use more warps",
                          regs);
     }
@@ -98,22 +104,38 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   }
 
   PortableConfig typed_default_config(const AttnSpec& s, const Target& target) const override {
-    return default_portable_config(s.head_dim, int(element_size(s.dtype)), target.max_smem_per_block);
+    const PortableConfig preferred = default_portable_config(s.head_dim, input_bytes(s), target.max_smem_per_block);
+    if (!s.fp8_qkv) return preferred;
+    // FP8 on sm_90 needs more registers (estimated_registers): the first of
+    // these that fits, 64-key blocks first.
+    for (const PortableConfig& c : {preferred, PortableConfig{128, 32, 2, 8}, PortableConfig{64, 32, 2, 4}}) {
+      if (!typed_why_pruned(s, c, target)) return c;
+    }
+    return preferred;
   }
 
   std::string typed_variant_name(const AttnSpec& s, const PortableConfig& c) const override {
-    return fmt::format("attn_fwd_portable_d{}_{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
-                       s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn, c.stages, c.warps);
+    return fmt::format("attn_fwd_portable_d{}_{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
+                       kernel_dtype_name(s.dtype), s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn,
+                       c.stages, c.warps);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const PortableConfig& c) const override {
-    return fmt::format("cujit::portable::attn_fwd_portable<{}, {}, {}, {}, {}, cujit::{}, {}, {}>", s.head_dim,
-                       c.bm, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
-                       s.varlen ? "true" : "false");
+    return fmt::format("cujit::portable::attn_fwd_portable<{}, {}, {}, {}, {}, cujit::{}, {}, {}, cujit::{}>",
+                       s.head_dim, c.bm, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
+                       s.causal ? "true" : "false", s.varlen ? "true" : "false",
+                       s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype));
   }
 
-  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h).
-  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override { return dense_and_ragged(base); }
+  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), and
+  // FP8 inputs (dense).
+  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
+    std::vector<AttnSpec> variants = dense_and_ragged(base);
+    AttnSpec fp8 = base;
+    fp8.fp8_qkv = true;
+    variants.push_back(fp8);
+    return variants;
+  }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
     return varlen_index_params(spec, 0);
   }
@@ -123,6 +145,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {
+    if (problem.fp8_qkv && (target.cc < 89 || problem.varlen)) return false;
     return runs_on(target) && !problem.kv_cache() && cujit::kPortableHeadDims.contains(int(problem.head_dim));
   }
 
@@ -146,6 +169,13 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void* workspace,
               Stream stream) const override {
     cujit::AttnParams p = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
+    if (problem.fp8_qkv) {
+      p.q_descale = t.q_descale;
+      p.k_descale = t.k_descale;
+      p.v_descale = t.v_descale;
+      p.descale_stride[0] = t.descale_strides[0];
+      p.descale_stride[1] = t.descale_strides[1];
+    }
     if (problem.varlen) {
       launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
       const VarlenTileList list = varlen_tile_list(workspace);

@@ -192,7 +192,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   bool supports(const AttnProblem& problem, const Target& target) const override {
     // TMA coordinates are 32-bit.
     const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
-    return runs_on(target) && fits && !problem.kv_cache() && cujit::kSm90HeadDims.contains(int(problem.head_dim));
+    return runs_on(target) && fits && !problem.kv_cache() && !problem.fp8_qkv &&
+           cujit::kSm90HeadDims.contains(int(problem.head_dim));
   }
 
   AttnPlan typed_plan(const AttnProblem& problem, const Sm90Config& c, const Target& target) const override {
@@ -267,8 +268,9 @@ const AttentionFamily& sm90_attention_family() {
 
 FamilyRegistration sm90_registration() {
   auto requirements = [](const AttnProblem& problem, const Target& target) {
-    return fmt::format("an sm_90a GPU (this is {}) and head dim {} (this is {})", target.arch,
-                       head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim);
+    return fmt::format("an sm_90a GPU (this is {}), head dim {} (this is {}) and f16 or bf16 inputs (this is {})",
+                       target.arch, head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim,
+                       to_string(problem.q_dtype()));
   };
   return {&sm90_attention_family(), "sm90", cujit::kSm90HeadDims, &Sm90AttentionFamily::runs_on,
           requirements};

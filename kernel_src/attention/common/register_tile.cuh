@@ -30,6 +30,23 @@ __device__ __forceinline__ void to_operand_a(const float (&acc)[MT][NT][4], int 
   a[3] = cvt_rn_x2<T>(acc[mt][2 * kk + 1][2], acc[mt][2 * kk + 1][3]);
 }
 
+// 8-column tiles 4 kk .. 4 kk + 3 of m-tile mt as the (16, 32) e4m3 A
+// operand of m16n8k32, its k positions holding the block's 32 keys in the
+// order key(k) = 16 (k / 16) + 2 ((k % 16) / 4) + (k % 2) + 8 ((k % 4) / 2):
+// in that order each thread's accumulators already sit where the A layout
+// wants them (four consecutive k per register), so no value crosses threads.
+// The other operand (V) must list its keys in the same order.
+template <class T, int MT, int NT>
+__device__ __forceinline__ void to_operand_a_k32(const float (&acc)[MT][NT][4], int mt, int kk, u32 (&a)[4]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const float(&lo)[4] = acc[mt][4 * kk + 2 * half];
+    const float(&hi)[4] = acc[mt][4 * kk + 2 * half + 1];
+    a[2 * half] = cvt_rn_x4<T>(lo[0], lo[1], hi[0], hi[1]);      // row g
+    a[2 * half + 1] = cvt_rn_x4<T>(lo[2], lo[3], hi[2], hi[3]);  // row g + 8
+  }
+}
+
 // The two elements of row half r (row g, or g + 8) of one 8-column tile,
 // scaled and packed into one register of two T: an output's unit of store.
 template <class T>

@@ -1,0 +1,62 @@
+#include "jit/attention/fp8_checks.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "jit/attention/view_checks.h"
+#include "jit/error.h"
+
+namespace jit::detail {
+
+void check_descales(const AttnProblem& p, const DescaleArgs& args) {
+  for (const auto& [name, ptr] : args.factors) {
+    if (!args.fp8 && ptr != nullptr) {
+      invalid(fmt::format("{} is set but {} is {}: descale factors are for FP8 (e4m3) data", name, args.data_name,
+                          to_string(p.dtype)));
+    }
+    if (args.fp8 && ptr == nullptr && !p.empty()) {
+      invalid(fmt::format("{} is null: FP8 (e4m3) data needs its descale factors (float32 [B, Hkv] on the device, "
+                          "or one for all with {})",
+                          name, args.layout_hint));
+    }
+    if (reinterpret_cast<std::uintptr_t>(ptr) % alignof(float) != 0) {
+      invalid(fmt::format("{} must be 4-byte aligned (float32); its address is {}", name,
+                          static_cast<const void*>(ptr)));
+    }
+  }
+  if (args.strides && !args.fp8) {
+    invalid(fmt::format("{} is set but {} is not FP8: descale factors are for e4m3 data", args.strides_name,
+                        args.data_name));
+  }
+  const auto [batch_stride, head_stride] = descale_strides_or_default(p, args.strides);
+  if (batch_stride < 0 || head_stride < 0) {
+    invalid(fmt::format("{} are {{{}, {}}}; they must not be negative", args.strides_name, batch_stride,
+                        head_stride));
+  }
+  std::int64_t last = 0, head_part = 0;
+  if (__builtin_mul_overflow(std::max<std::int64_t>(p.batch - 1, 0), batch_stride, &last) ||
+      __builtin_mul_overflow(std::max<std::int64_t>(p.heads_kv - 1, 0), head_stride, &head_part) ||
+      __builtin_add_overflow(last, head_part, &last) || last > std::numeric_limits<std::int64_t>::max() / 4) {
+    invalid(fmt::format("{} {{{}, {}}} over {} sequences and {} KV heads reach past a 64-bit offset",
+                        args.strides_name, batch_stride, head_stride, p.batch, p.heads_kv));
+  }
+}
+
+void check_fp8_target(const AttnProblem& problem, const Target& target) {
+  if (!problem.fp8_kv && !problem.fp8_qkv) return;
+  const char* what = problem.fp8_kv ? "an FP8 (e4m3) KV cache" : "FP8 (e4m3) attention";
+  const char* instead = problem.fp8_kv ? "use an f16 or bf16 cache" : "use f16 or bf16 q, k and v";
+  if (target.cc < 89) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("{} needs sm_89 or newer (FP8 conversions and tensor cores), not {}: {}", what,
+                            target.arch, instead));
+  }
+  if (problem.head_dim != 64 && problem.head_dim != 128) {
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("{} takes head dim 64 or 128, not {}: {}", what, problem.head_dim, instead));
+  }
+}
+
+}  // namespace jit::detail
