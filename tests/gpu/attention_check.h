@@ -52,8 +52,9 @@ AttnInputs make_inputs(const AttnCase& c, TestRng& rng);
 
 /// Checks O (logical order, as read back) against the reference: no
 /// non-finite element, rows that see no key exactly zero, relative L2 error
-/// below kRelL2Tolerance. Reports through gtest (EXPECT).
-void expect_output_matches(const std::vector<float>& got, const ReferenceResult& ref, const ReferenceProblem& p);
+/// below `tolerance`. Reports through gtest (EXPECT).
+void expect_output_matches(const std::vector<float>& got, const ReferenceResult& ref, const ReferenceProblem& p,
+                           double tolerance = kRelL2Tolerance);
 /// Checks the LSE ([B, Hq, Sq] as read back) against the reference.
 void expect_lse_matches(const std::vector<float>& got, const ReferenceResult& ref);
 

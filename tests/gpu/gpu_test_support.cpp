@@ -265,13 +265,14 @@ const char* to_string(Layout layout) {
   return "?";
 }
 
-Storage storage_for(Layout layout, const Dims4& dims) {
+Storage storage_for(Layout layout, const Dims4& dims, jit::DType dtype) {
   const auto [b, h, s, d] = dims;
   switch (layout) {
     case Layout::bhsd: return {{h * s * d, s * d, d, 1}, b * h * s * d};
     case Layout::bshd: return {{s * h * d, d, h * d, 1}, b * s * h * d};
     case Layout::bhsd_padded: {
-      const std::int64_t pitch = d + 8;  // keeps every row 16-byte aligned
+      // 16 bytes more: keeps every row 16-byte aligned.
+      const std::int64_t pitch = d + 16 / std::int64_t(jit::element_size(dtype));
       return {{h * s * pitch, s * pitch, pitch, 1}, b * h * s * pitch};
     }
   }
@@ -286,13 +287,13 @@ jit::TensorView view_for(Layout layout, jit::DType dtype, void* data, const Dims
   switch (layout) {
     case Layout::bhsd: view = jit::TensorView::bhsd(data, dtype, b, h, s, d); break;
     case Layout::bshd: view = jit::TensorView::bshd(data, dtype, b, s, h, d); break;  // note: (b, s, h, d)
-    case Layout::bhsd_padded: view = jit::TensorView{data, dtype, dims, storage_for(layout, dims).strides}; break;
+    case Layout::bhsd_padded: view = jit::TensorView{data, dtype, dims, storage_for(layout, dims, dtype).strides}; break;
   }
   // The factories must agree with the layouts the host side scatters into.
-  if (view.shape != dims || view.strides != storage_for(layout, dims).strides) {
+  if (view.shape != dims || view.strides != storage_for(layout, dims, dtype).strides) {
     throw std::logic_error(fmt::format("TensorView for layout {} has shape [{}] strides [{}], expected [{}] [{}]",
                                        to_string(layout), fmt::join(view.shape, ", "), fmt::join(view.strides, ", "),
-                                       fmt::join(dims, ", "), fmt::join(storage_for(layout, dims).strides, ", ")));
+                                       fmt::join(dims, ", "), fmt::join(storage_for(layout, dims, dtype).strides, ", ")));
   }
   return view;
 }
@@ -304,7 +305,7 @@ std::int64_t offset_of(const jit::TensorView& view, std::int64_t b, std::int64_t
 }  // namespace
 
 TestTensor make_tensor(Layout layout, jit::DType dtype, const Dims4& dims, const std::vector<float>* logical) {
-  const Storage storage = storage_for(layout, dims);
+  const Storage storage = storage_for(layout, dims, dtype);
   TestTensor t;
   t.layout = layout;
   t.dims = dims;
@@ -324,7 +325,12 @@ TestTensor make_tensor(Layout layout, jit::DType dtype, const Dims4& dims, const
       for (std::int64_t s = 0; s < dims[2]; ++s)
         for (std::int64_t d = 0; d < dims[3]; ++d)
           host[std::size_t(offset_of(t.view, b, h, s, d))] = encode(dtype, (*logical)[logical_index(dims, b, h, s, d)]);
-  copy_to_device(t.buffer.data(), host.data(), host.size() * sizeof(std::uint16_t));
+  if (jit::element_size(dtype) == 1) {
+    const std::vector<std::uint8_t> bytes(host.begin(), host.end());  // 0xFF padding: NaN in e4m3 too
+    copy_to_device(t.buffer.data(), bytes.data(), bytes.size());
+  } else {
+    copy_to_device(t.buffer.data(), host.data(), host.size() * sizeof(std::uint16_t));
+  }
   return t;
 }
 

@@ -120,7 +120,8 @@ struct Storage {
   Dims4 strides{};               ///< elements, logical [B, H, S, D] order
   std::int64_t elements = 0;     ///< the allocation, padding included
 };
-Storage storage_for(Layout layout, const Dims4& dims);
+/// Padded rows are 16 bytes longer (8 elements of 16 bits, 16 of e4m3).
+Storage storage_for(Layout layout, const Dims4& dims, jit::DType dtype = jit::DType::f16);
 
 /// Logical index of (b, h, s, d) in a contiguous [B, H, S, D] host array.
 inline std::size_t logical_index(const Dims4& dims, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d) {
@@ -139,6 +140,7 @@ struct TestTensor {
 /// Allocates `dims` in `layout`. With `logical` (count(dims) values in logical
 /// order, already representable in `dtype`) the elements are uploaded and the
 /// padding is filled with NaN; without it the whole buffer is poisoned.
+/// Inputs may be e4m3 (one byte each); outputs are 16-bit (download_storage).
 TestTensor make_tensor(Layout layout, jit::DType dtype, const Dims4& dims,
                        const std::vector<float>* logical = nullptr);
 

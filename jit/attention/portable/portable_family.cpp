@@ -48,14 +48,14 @@ static_assert(default_portable_config(128, 2, 48 * 1024).bm == 64, "small shared
 // Registers the accumulators alone need per thread (fp32 O and S, and the Q
 // fragments, kept in registers only with one m-tile per warp), plus what
 // addressing, fragments in flight and the softmax take, measured from the
-// ptxas reports. Past 255 ptxas spills. sm_90 has no FP8 mma.sync of its
-// own: ptxas converts the operands to f16 for HMMA, which took up to 56 more
-// registers in the reports of the FP8 configs.
+// ptxas reports. Past 255 ptxas spills. FP8 adds P's conversions and V's
+// byte permutes (16 more, measured on sm_89); sm_90 has no FP8 mma.sync of
+// its own and ptxas converts the operands to f16 for HMMA (56 more).
 int estimated_registers(const AttnSpec& s, const PortableConfig& c, const Target& target) {
   const int m_tiles = c.bm / (16 * c.warps);
   const int q_registers = m_tiles == 1 ? s.head_dim * input_bytes(s) / 8 : 0;
-  const int fp8_on_sm90 = s.fp8_qkv && target.cc >= 90 ? 56 : 0;
-  return m_tiles * (s.head_dim / 2 + c.bn / 2) + q_registers + 96 + fp8_on_sm90;
+  const int fp8 = !s.fp8_qkv ? 0 : target.cc >= 90 ? 56 : 16;
+  return m_tiles * (s.head_dim / 2 + c.bn / 2) + q_registers + 96 + fp8;
 }
 
 class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig> {
