@@ -12,6 +12,9 @@
 // =background (the call runs on the default config while tuning runs
 // behind it), each in a fresh process, and the time until the tuned config
 // serves.
+// --dtype fp8 runs the shapes with q, k, v in e4m3 (one descale factor of 1
+// per tensor, bf16 out) and prints each next to the 16-bit kernel at the same
+// shape.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spawn.h>
@@ -57,20 +60,61 @@ std::vector<BenchShape> grid(bool quick) {
   return shapes;
 }
 
-// Random q, k, v (fixed seeds) and an output buffer for one shape, contiguous [B, H, S, D].
+// Random q, k, v (fixed seeds) and an output buffer for one shape, contiguous
+// [B, H, S, D]; with `fp8`, q, k, v in e4m3 with one descale factor of 1 for
+// all, and out in s.dtype.
 struct BenchTensors {
   jit::DeviceTensor q, k, v;
-  jit::DeviceBuffer out_buffer;
+  jit::DeviceBuffer out_buffer, descale;
   jit::TensorView out;
+  jit::Fp8Descale descales;
 };
-BenchTensors bench_tensors(const jit::AttentionShape& s) {
+BenchTensors bench_tensors(const jit::AttentionShape& s, bool fp8 = false) {
   BenchTensors t;
-  t.q = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 11);
-  t.k = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 12);
-  t.v = jit::random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 13);
-  t.out_buffer = jit::DeviceBuffer(t.q.buffer.size());
+  const jit::DType in = fp8 ? jit::DType::e4m3 : s.dtype;
+  t.q = jit::random_tensor(in, s.batch, s.heads, s.seq, s.head_dim, 11);
+  t.k = jit::random_tensor(in, s.batch, s.heads, s.seq, s.head_dim, 12);
+  t.v = jit::random_tensor(in, s.batch, s.heads, s.seq, s.head_dim, 13);
+  t.out_buffer = jit::DeviceBuffer(std::size_t(t.q.view.numel()) * jit::element_size(s.dtype));
   t.out = jit::TensorView::bhsd(t.out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
+  if (fp8) {
+    const float one = 1.f;
+    t.descale = jit::DeviceBuffer(sizeof one);
+    t.descale.upload(&one, sizeof one);
+    const auto* factor = static_cast<const float*>(t.descale.data());
+    t.descales = {factor, factor, factor, std::array<std::int64_t, 2>{0, 0}};
+  }
   return t;
+}
+
+struct Measured {
+  jit::AttentionPlan plan;
+  jit::Timing timing;
+  double first_ms = 0;
+};
+// First call (compile or load, and tune, as a user's first call would),
+// then the median of timed calls with L2 flushed between them, as the peer
+// benchmark (triton.testing.do_bench) times.
+Measured measure(const jit::AttentionShape& s, bool fp8) {
+  const BenchTensors tensors = bench_tensors(s, fp8);
+  const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
+  jit::AttentionOptions options;
+  options.causal = s.causal;
+  options.descale = tensors.descales;
+  Measured m;
+  const auto start = std::chrono::steady_clock::now();
+  m.plan = jit::plan_attention(q, k, v, out, options);
+  jit::attention(q, k, v, out, options);
+  jit::synchronize(nullptr);
+  m.first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  jit::TimingOptions timing;
+  timing.warmup = 5;
+  timing.min_reps = 20;
+  timing.max_reps = 200;
+  timing.target_ms = 100;
+  timing.flush_l2 = true;
+  m.timing = jit::time_on_stream([&] { jit::attention(q, k, v, out, options); }, nullptr, timing);
+  return m;
 }
 
 // ---------------------------------------------------------------------------
@@ -357,6 +401,10 @@ int main(int argc, char** argv) {
   bool latency_configs = false;
   app.add_flag("--latency-configs", latency_configs,
                "instead of the grid: every config of the small shapes, scrubbed and warm (CSV: --latency-csv)");
+  std::string dtype_choice = "as-shape";
+  app.add_option("--dtype", dtype_choice,
+                 "the grid's dtype: f16, bf16, or fp8 (e4m3 q/k/v, bf16 out, timed next to bf16 at each shape)")
+      ->check(CLI::IsMember({"as-shape", "f16", "bf16", "fp8"}));
   bool first_call = false;
   app.add_flag("--first-call", first_call,
                "instead of the grid: a new shape class's first call on an empty cache, CUJIT_AUTOTUNE=full against "
@@ -378,38 +426,32 @@ int main(int argc, char** argv) {
     std::vector<BenchShape> shapes;
     for (const auto& text : shape_texts) shapes.push_back({"custom", jit::parse_attention_shape(text)});
     if (shapes.empty()) shapes = grid(quick);
+    const bool fp8 = dtype_choice == "fp8";
+    if (dtype_choice != "as-shape") {
+      for (BenchShape& s : shapes) s.shape.dtype = dtype_choice == "f16" ? jit::DType::f16 : jit::DType::bf16;
+    }
     const jit::Target target = jit::current_target();
     fmt::print("device: {} ({}), cache: {}\n", target.device_name, target.arch, jit::cache_directory());
-    fmt::print("{:10} {:>3} {:>3} {:>6} {:>4} {:>2} {:>5} | {:>10} {:>7} {:>10} | {}\n", "tag", "B", "H", "S", "D", "c",
-               "dt", "us", "TFLOP/s", "first(ms)", "variant");
+    fmt::print("{:10} {:>3} {:>3} {:>6} {:>4} {:>2} {:>5} | {:>10} {:>7} {:>10} | {}{}\n", "tag", "B", "H", "S", "D", "c",
+               "dt", "us", "TFLOP/s", "first(ms)", fp8 ? "x16-bit " : "", "variant");
     std::ofstream csv(csv_path);
-    csv << "tag,B,H,S,D,causal,dtype,impl,us,tflops,first_call_ms,variant\n";
+    csv << "tag,B,H,S,D,causal,dtype,impl,us,tflops,first_call_ms,variant" << (fp8 ? ",sixteen_bit_us" : "") << "\n";
     for (const auto& [tag, s] : shapes) {
-      const BenchTensors tensors = bench_tensors(s);
-      const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
-      jit::AttentionOptions options;
-      options.causal = s.causal;
-      // First call: compile (or load) and tune, as a user's first call would.
-      const auto start = std::chrono::steady_clock::now();
-      const jit::AttentionPlan plan = jit::plan_attention(q, k, v, out, options);
-      jit::attention(q, k, v, out, options);
-      jit::synchronize(nullptr);
-      const double first_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-      jit::TimingOptions timing;
-      timing.warmup = 5;
-      timing.min_reps = 20;
-      timing.max_reps = 200;
-      timing.target_ms = 100;
-      timing.flush_l2 = true;  // as the peer benchmark (triton.testing.do_bench) times
-      const jit::Timing t = jit::time_on_stream([&] { jit::attention(q, k, v, out, options); }, nullptr, timing);
+      const Measured m = measure(s, fp8);
       const double flops = 4.0 * s.batch * s.heads * double(s.seq) * double(s.seq) * s.head_dim / (s.causal ? 2 : 1);
-      const double tflops = flops / (t.median_us * 1e-6) / 1e12;
-      const char* dtype = s.dtype == jit::DType::f16 ? "float16" : "bfloat16";
-      fmt::print("{:10} {:3} {:3} {:6} {:4} {:2} {:>5} | {:10.1f} {:7.0f} {:10.0f} | {}\n", tag, s.batch, s.heads, s.seq,
-                 s.head_dim, int(s.causal), jit::to_string(s.dtype), t.median_us, tflops, first_ms, plan.variant);
+      const double tflops = flops / (m.timing.median_us * 1e-6) / 1e12;
+      const char* dtype = fp8 ? "float8_e4m3fn" : s.dtype == jit::DType::f16 ? "float16" : "bfloat16";
+      // FP8: the same shape with 16-bit inputs, and FP8's speedup over it.
+      const double sixteen_bit_us = fp8 ? measure(s, false).timing.median_us : 0;
+      const std::string speedup = fp8 ? fmt::format("{:6.2f}x ", sixteen_bit_us / m.timing.median_us) : "";
+      fmt::print("{:10} {:3} {:3} {:6} {:4} {:2} {:>5} | {:10.1f} {:7.0f} {:10.0f} | {}{}\n", tag, s.batch, s.heads,
+                 s.seq, s.head_dim, int(s.causal), fp8 ? "fp8" : jit::to_string(s.dtype), m.timing.median_us, tflops,
+                 m.first_ms, speedup, m.plan.variant);
       std::fflush(stdout);
-      csv << fmt::format("{},{},{},{},{},{},{},cujit,{:.3f},{:.2f},{:.1f},{}\n", tag, s.batch, s.heads, s.seq, s.head_dim,
-                         s.causal ? "True" : "False", dtype, t.median_us, tflops, first_ms, plan.variant);
+      csv << fmt::format("{},{},{},{},{},{},{},cujit,{:.3f},{:.2f},{:.1f},{}", tag, s.batch, s.heads, s.seq,
+                         s.head_dim, s.causal ? "True" : "False", dtype, m.timing.median_us, tflops, m.first_ms,
+                         m.plan.variant)
+          << (fp8 ? fmt::format(",{:.3f}", sixteen_bit_us) : "") << "\n";
     }
     const jit::Stats st = jit::stats();
     fmt::print("nvrtc compiles {}, disk cache hits {}, tuning runs {}, tuning DB hits {}\n", st.nvrtc_compiles,
