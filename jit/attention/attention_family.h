@@ -85,6 +85,10 @@ struct AttnTensors {
   std::array<std::int64_t, 2> descale_strides{};
 };
 
+// FP8 attention's descale factors from the call's tensors into the kernel
+// parameters (every forward family's).
+void set_fp8_descales(cujit::AttnParams& params, const AttnTensors& tensors);
+
 // An attention family: a KernelFamily that also knows which problems it
 // serves and how to launch them.
 class AttentionFamily : public KernelFamily {

@@ -43,17 +43,20 @@ TEST_F(FamilyChoice, OtherArchsGetThePortableFamily) {
   }
 }
 
-// FP8 inputs (q, k, v in e4m3): the portable family, on Hopper too (sm90's
-// FP8 kernels do not exist yet), and from any number of query rows (the
-// decode family's q is 16-bit).
-TEST_F(FamilyChoice, Fp8InputsGetThePortableFamily) {
-  for (const char* arch : {"sm_90a", "sm_89"}) {
-    for (std::int64_t rows : {1, 128}) {
-      jit::detail::AttnProblem p = problem(128);
+// FP8 inputs (q, k, v in e4m3), from any number of query rows (the decode
+// family's q is 16-bit): sm90 on Hopper at D = 128 (its only FP8 head dim),
+// portable at D = 64 and on Ada.
+TEST_F(FamilyChoice, Fp8InputsGetSm90AtHeadDim128AndPortableElsewhere) {
+  for (std::int64_t rows : {1, 128}) {
+    for (std::int64_t d : {64, 128}) {
+      jit::detail::AttnProblem p = problem(d);
       p.fp8_qkv = true;
       p.seq_q = rows;
-      EXPECT_EQ(jit::detail::attention_family_for(p, jit::offline_target(arch)).name(), "attn_fwd_portable")
-          << arch << " rows " << rows;
+      EXPECT_EQ(jit::detail::attention_family_for(p, jit::offline_target("sm_90a")).name(),
+                d == 128 ? "attn_fwd_sm90" : "attn_fwd_portable")
+          << "d" << d << " rows " << rows;
+      EXPECT_EQ(jit::detail::attention_family_for(p, jit::offline_target("sm_89")).name(), "attn_fwd_portable")
+          << "d" << d << " rows " << rows;
     }
   }
 }
@@ -113,7 +116,7 @@ TEST(FamilyRegistry, ForcedSm90SaysWhatItNeeds) {
   const jit::detail::FamilyRegistration sm90 = jit::detail::attention_families()[1];
   ASSERT_NE(sm90.requirements, nullptr);
   EXPECT_EQ(sm90.requirements(problem(96), jit::offline_target("sm_89")),
-            "an sm_90a GPU (this is sm_89), head dim 64, 128 or 256 (this is 96) and f16 or bf16 inputs (this is f16)");
+            "an sm_90a GPU (this is sm_89) and head dim 64, 128 or 256 (this is 96; 128 with e4m3 inputs)");
   EXPECT_EQ(jit::detail::attention_families().back().requirements, nullptr);  // portable: the common error
 }
 

@@ -169,13 +169,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void* workspace,
               Stream stream) const override {
     cujit::AttnParams p = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
-    if (problem.fp8_qkv) {
-      p.q_descale = t.q_descale;
-      p.k_descale = t.k_descale;
-      p.v_descale = t.v_descale;
-      p.descale_stride[0] = t.descale_strides[0];
-      p.descale_stride[1] = t.descale_strides[1];
-    }
+    if (problem.fp8_qkv) set_fp8_descales(p, t);
     if (problem.varlen) {
       launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
       const VarlenTileList list = varlen_tile_list(workspace);

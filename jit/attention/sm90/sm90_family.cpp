@@ -32,6 +32,17 @@ void from_json(const Json& j, Sm90Config& c) {
 constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
   return cujit::sm90::SmemLayout(head_dim, c.bm, c.bn, c.stages);
 }
+cujit::sm90::SmemLayout layout_of(const AttnSpec& s, const Sm90Config& c) {
+  return s.fp8_qkv ? cujit::sm90::SmemLayout(s.head_dim, c.bm, c.bn, c.stages, 1, int(element_size(s.dtype)))
+                   : layout_of(s.head_dim, c);
+}
+
+// FP8 inputs: V is transposed into [D][BN] rows of one 128-byte chunk
+// (BN = 128 keys), beside Q, K and V in the ring and O in 16 bits; D = 256
+// does not fit that in shared memory, and D = 64 (64-byte rows) has no
+// kernel here: the portable family serves both.
+constexpr int kFp8HeadDim = 128;
+constexpr int kFp8BlockN = 128;
 
 // An estimate of the registers a consumer thread needs (it may use
 // smem_layout.h's consumer_registers): the O and S accumulators (fp32), P (S
@@ -64,7 +75,8 @@ struct Sm90StepData {
   cujit::FastDivisor tile_divisor, head_divisor;
 };
 
-// A 4-D TMA map over (D, S, H, B) of a [B, H, S, D] view, boxes of (64, rows).
+// A 4-D TMA map over (D, S, H, B) of a [B, H, S, D] view, boxes of (128
+// bytes, rows): 64 elements of 16 bits, 128 of e4m3.
 // A dimension of extent 1 may have any stride in the view; TMA wants a
 // 16-byte multiple, so it gets the dense one (it is never stepped).
 cujit::TmaDescriptor tensor_map(const TensorView& t, int box_rows) {
@@ -79,11 +91,14 @@ cujit::TmaDescriptor tensor_map(const TensorView& t, int box_rows) {
     strides[i] = extent[i] > 1 ? cuuint64_t(stride) * element : dense;
     dense = strides[i] * cuuint64_t(extent[i]);
   }
-  cuuint32_t box[4] = {64, cuuint32_t(box_rows), 1, 1};
+  cuuint32_t box[4] = {cuuint32_t(cujit::sm90::chunk_columns(int(element))), cuuint32_t(box_rows), 1, 1};
   cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const CUtensorMapDataType type = t.dtype == DType::f16    ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                   : t.dtype == DType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                            : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   CUtensorMap map;
   CUJIT_CU_CHECK(driver().cuTensorMapEncodeTiled(
-      &map, t.dtype == DType::f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 4, t.data,
+      &map, type, 4, t.data,
       dims, strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
       CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
   cujit::TmaDescriptor out;
@@ -125,8 +140,13 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
 
   const KernelSources& sources() const override { return embedded_sources("attention/sm90/attn_fwd_sm90.cu"); }
 
-  std::vector<Sm90Config> typed_config_space(const AttnSpec&) const override {
+  std::vector<Sm90Config> typed_config_space(const AttnSpec& s) const override {
     std::vector<Sm90Config> space;
+    if (s.fp8_qkv) {
+      for (int bm : {128, 192})
+        for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, kFp8BlockN, stages});
+      return space;
+    }
     for (int bm : {128, 192})
       for (int bn : {64, 80, 96, 128, 176})
         for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
@@ -149,7 +169,11 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.bm != 64 && c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 1 to 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
-    if (const int smem = layout_of(s.head_dim, c).bytes; smem > target.max_smem_per_block) {
+    if (s.fp8_qkv && (s.head_dim != kFp8HeadDim || c.bn != kFp8BlockN || c.bm == 64 || s.varlen)) {
+      return fmt::format("FP8 inputs take head dim {}, BN {}, two or three consumer warpgroups and dense batches",
+                         kFp8HeadDim, kFp8BlockN);
+    }
+    if (const int smem = layout_of(s, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
     } else if (const int budget = cujit::sm90::smem_budget(c.bm); smem > budget) {
@@ -164,21 +188,33 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
 
   Sm90Config typed_default_config(const AttnSpec& s, const Target&) const override {
+    if (s.fp8_qkv) return Sm90Config{128, kFp8BlockN, 2};
     return default_sm90_config(s.head_dim, s.causal);
   }
 
   std::string typed_variant_name(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("attn_fwd_sm90_d{}_{}{}{}_bm{}_bn{}_st{}", s.head_dim, kernel_dtype_name(s.dtype),
-                       s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn, c.stages);
+    return fmt::format("attn_fwd_sm90_d{}_{}{}{}{}_bm{}_bn{}_st{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
+                       kernel_dtype_name(s.dtype), s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn,
+                       c.stages);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}>", s.head_dim, c.bm, c.bn,
-                       c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false", s.varlen ? "true" : "false");
+    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}, cujit::{}>", s.head_dim, c.bm,
+                       c.bn, c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
+                       s.varlen ? "true" : "false", s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype));
   }
 
-  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h).
-  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override { return dense_and_ragged(base); }
+  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), and
+  // FP8 inputs (dense, D = 128).
+  std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
+    std::vector<AttnSpec> variants = dense_and_ragged(base);
+    if (base.head_dim == kFp8HeadDim) {
+      AttnSpec fp8 = base;
+      fp8.fp8_qkv = true;
+      variants.push_back(fp8);
+    }
+    return variants;
+  }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
     return varlen_index_params(spec, int(offsetof(cujit::Sm90AttnParams, attn)));
   }
@@ -192,8 +228,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   bool supports(const AttnProblem& problem, const Target& target) const override {
     // TMA coordinates are 32-bit.
     const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
-    return runs_on(target) && fits && !problem.kv_cache() && !problem.fp8_qkv &&
-           cujit::kSm90HeadDims.contains(int(problem.head_dim));
+    if (problem.fp8_qkv && (problem.head_dim != kFp8HeadDim || problem.varlen)) return false;
+    return runs_on(target) && fits && !problem.kv_cache() && cujit::kSm90HeadDims.contains(int(problem.head_dim));
   }
 
   AttnPlan typed_plan(const AttnProblem& problem, const Sm90Config& c, const Target& target) const override {
@@ -213,7 +249,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     // walks the tiles.
     step.geometry.grid = {unsigned(slots > 0 ? std::min(tiles, slots) : tiles), 1, 1};
     step.geometry.block = {unsigned((c.bm / 64 + 1) * 128), 1, 1};
-    step.geometry.smem_bytes = unsigned(layout_of(int(problem.head_dim), c).bytes);
+    step.geometry.smem_bytes = unsigned(layout_of(spec_of(problem), c).bytes);
     step.geometry.programmatic_dependent_launch = problem.varlen && varlen_attention_pdl(target);
     step.params_bytes = sizeof(cujit::Sm90AttnParams);
     step.params_align = alignof(cujit::Sm90AttnParams);
@@ -243,6 +279,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     p.v = cached_tensor_map(no_keys ? t.q : t.v, d.block_n);
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
+    if (problem.fp8_qkv) set_fp8_descales(p.attn, t);
     if (problem.varlen) {
       const VarlenTileList list = varlen_tile_list(workspace);
       p.attn.varlen_tiles = list.tiles;
@@ -268,9 +305,8 @@ const AttentionFamily& sm90_attention_family() {
 
 FamilyRegistration sm90_registration() {
   auto requirements = [](const AttnProblem& problem, const Target& target) {
-    return fmt::format("an sm_90a GPU (this is {}), head dim {} (this is {}) and f16 or bf16 inputs (this is {})",
-                       target.arch, head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim,
-                       to_string(problem.q_dtype()));
+    return fmt::format("an sm_90a GPU (this is {}) and head dim {} (this is {}; {} with e4m3 inputs)", target.arch,
+                       head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim, kFp8HeadDim);
   };
   return {&sm90_attention_family(), "sm90", cujit::kSm90HeadDims, &Sm90AttentionFamily::runs_on,
           requirements};

@@ -10,6 +10,12 @@
 // from registers (mainloop.cuh). The epilogue stages O in shared memory and
 // writes it with a TMA store (epilogue.cuh). docs/sm90-family.md describes
 // the protocol between the warpgroups.
+//
+// FP8 (TIN = e4m3, out in T): the same with 8-bit wgmma (k = 32). Its B
+// operand must be K-major, so warps 1-3 of the producer warpgroup transpose
+// each V stage into a ring of its own (v_transposer.cuh); P goes to e4m3 in
+// registers in the key order that transposed V follows; the descale factors
+// of (batch, KV head) scale the softmax (q, k) and the output (v).
 #include "attention/common/key_blocks.h"
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
@@ -23,6 +29,7 @@
 #include "attention/sm90/producer.cuh"
 #include "attention/sm90/smem_layout.h"
 #include "attention/sm90/tile_scheduler.cuh"
+#include "attention/sm90/v_transposer.cuh"
 #include "common/ptx_sm90.cuh"
 
 namespace cujit::sm90 {
@@ -30,16 +37,17 @@ namespace cujit::sm90 {
 // Registers per thread after reallocation (smem_layout.h), checked against
 // the register file: 128 * producer + 128 * consumers * consumer <= 65536 /
 // CTAs per SM.
-template <int CONSUMERS>
+template <int CONSUMERS, bool TRANSPOSES_V>
 struct RegisterSplit {
-  static constexpr int kProducer = producer_registers(64 * CONSUMERS);
+  static constexpr int kProducer = producer_registers(64 * CONSUMERS, TRANSPOSES_V);
   static constexpr int kConsumer = consumer_registers(64 * CONSUMERS);
   static_assert(128 * kProducer + 128 * CONSUMERS * kConsumer <= 65536 / ctas_per_sm(64 * CONSUMERS),
                 "register file overcommitted");
 };
 
 // VARLEN: a ragged batch, its tiles from the prepare step (attention/varlen/).
-template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN>
+// TIN: q's, k's and v's type (T, or e4m3).
+template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN, class TIN>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
@@ -47,7 +55,9 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
-  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN>;
+  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN, TIN>;
+  static_assert(same_type<TIN, T>::value || (Traits::kFp8 && !VARLEN && BM != 64 && D != 64),
+                "FP8 inputs: dense batches, two or three consumer warpgroups, D of whole 128-byte chunks");
   constexpr int kConsumers = Traits::kConsumers;
   constexpr SmemLayout L = Traits::layout();
   static_assert(L.bytes <= smem_budget(BM), "tile does not fit in shared memory");
@@ -58,6 +68,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   const u32 sQ = base + L.q;  // (BM, D) per Q buffer
   const u32 sK = base + L.k;  // (BN, D) per stage
   const u32 sV = base + L.v;  // (BN, D) per stage
+  const u32 sVt = base + L.vt;  // FP8: (D, BN) per stage
   const u32 sO = base + L.o;  // (BM, D)
   const SharedBarriers<Traits> bars{base + L.barriers};
   if (threadIdx.x == 0) bars.init();
@@ -70,19 +81,25 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   // branch on it with code for warps that might have diverged.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
 
+  using Registers = RegisterSplit<kConsumers, Traits::kFp8>;
   if (warpgroup == 0) {
-    setmaxnreg_dec<RegisterSplit<kConsumers>::kProducer>();
-    if (threadIdx.x == 0) produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
+    setmaxnreg_dec<Registers::kProducer>();
+    if (threadIdx.x == 0) {
+      produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
+    } else if constexpr (Traits::kFp8) {
+      const int producer_warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
+      if (producer_warp > 0) VTransposer<Traits>{bars, sV, sVt, producer_warp - 1, int(threadIdx.x % 32)}.run(p);
+    }
     return;
   }
 
   // ------------------------------------------------------------ consumers
-  setmaxnreg_inc<RegisterSplit<kConsumers>::kConsumer>();
+  setmaxnreg_inc<Registers::kConsumer>();
   const int wg = warpgroup - 1;
   const int thread = threadIdx.x % 128;
   const int warp = thread / 32;
   const int lane = thread % 32;
-  const Mainloop<Traits> mainloop{bars, sK, sV, {wg}, warp, lane};
+  const Mainloop<Traits> mainloop{bars, sK, Traits::kFp8 ? sVt : sV, {wg}, warp, lane};
   const TmaEpilogue<Traits> epilogue{sO + wg * 64 * kRowBytes, wg, thread, warp, lane};
   mainloop.turn.start();
 
@@ -96,7 +113,14 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
 
     float o[1][Traits::kDT][4];  // (64, D)
     zero(o);
-    typename Mainloop<Traits>::Softmax softmax(a.scale_log2);
+    // FP8: the scores' and the output's factors of this (batch, KV head).
+    float scale_log2 = a.scale_log2, out_scale = 1.f;
+    if constexpr (Traits::kFp8) {
+      const i64 at = t.batch * a.descale_stride[0] + (t.head / a.group) * a.descale_stride[1];
+      scale_log2 *= a.q_descale[at] * a.k_descale[at];
+      out_scale = a.v_descale[at];
+    }
+    typename Mainloop<Traits>::Softmax softmax(scale_log2);
 
     bars.q_full(q.index).wait(q.phase);
     // Q's buffer is free once the last S = Q K^T is done (in the mainloop),
@@ -106,7 +130,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     } else if constexpr (!Traits::kOInQ) {
       bars.q_empty(q.index).release_by_warp(lane);
     }
-    epilogue.store(o, softmax, p, t, m_wg);
+    epilogue.store(o, softmax, out_scale, p, t, m_wg);
     if constexpr (Traits::kOInQ) {
       epilogue.wait_store_read();
       bars.q_empty(q.index).release_by_warp(lane);

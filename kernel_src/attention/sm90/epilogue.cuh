@@ -2,8 +2,9 @@
 // sums, converted to T, staged in shared memory with the TMA's 128-byte
 // swizzle (16-byte unit u of row r lands at u ^ (r % 8), also free of bank
 // conflicts) and written by one TMA store; the natural-log LSE per row when
-// asked. A split-KV partial (unnormalized O and its LSE into a workspace) or
-// an FP8 rescale replaces this struct.
+// asked. FP8 inputs: O times v's descale factor, still in 16 bits (its
+// chunks are the output's, twice the inputs'). A split-KV partial
+// (unnormalized O and its LSE into a workspace) replaces this struct.
 #pragma once
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
@@ -19,15 +20,15 @@ struct TmaEpilogue {
   static constexpr int kDT = Traits::kDT;
   static constexpr int kUnitBytes = 16;  // the swizzle's unit
   // 8-column accumulator tiles per 128-byte row, and bytes of the two elements a thread holds of one.
-  static constexpr int kTilesPerRow = Traits::kChunkColumns / 8;
-  static constexpr int kPairBytes = 2 * Traits::kElementBytes;
-  static_assert(8 * Traits::kElementBytes == kUnitBytes, "one accumulator tile's row is one swizzle unit");
+  static constexpr int kTilesPerRow = Traits::kOutChunkColumns / 8;
+  static constexpr int kPairBytes = 2 * Traits::kOutBytes;
+  static_assert(8 * Traits::kOutBytes == kUnitBytes, "one accumulator tile's row is one swizzle unit");
 
   u32 sO_wg;  // this warpgroup's 64 rows of O's chunk 0
   int wg, thread, warp, lane;
 
   __device__ __forceinline__ void store(const float (&o)[1][kDT][4], const OnlineSoftmax<1, Traits::kNT, kDT>& softmax,
-                                        const Sm90AttnParams& p, const Tile& t, int m_wg) const {
+                                        float out_scale, const Sm90AttnParams& p, const Tile& t, int m_wg) const {
     constexpr SmemLayout L = Traits::layout();
     const AttnParams& a = p.attn;
     if (thread == 0) bulk_wait_group_read_0();  // the last tile's store has read sO
@@ -35,7 +36,7 @@ struct TmaEpilogue {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = softmax.total_sum(0, r);
-      const float inv = softmax.normalizer(l);
+      const float inv = softmax.normalizer(l) * out_scale;
       const int row = warp * 16 + lane / 4 + 8 * r;
 #pragma unroll
       for (int dt = 0; dt < kDT; ++dt) {
@@ -62,8 +63,8 @@ struct TmaEpilogue {
     }
     if (thread == 0) {
 #pragma unroll
-      for (int c = 0; c < L.chunks; ++c)
-        tma_store_4d(&p.o, sO_wg + c * Traits::BM * kRowBytes, c * Traits::kChunkColumns, t.q_row + m_wg, t.head,
+      for (int c = 0; c < L.o_chunks; ++c)
+        tma_store_4d(&p.o, sO_wg + c * Traits::BM * kRowBytes, c * Traits::kOutChunkColumns, t.q_row + m_wg, t.head,
                      t.batch);
       bulk_commit_group();
     }
@@ -74,10 +75,10 @@ struct TmaEpilogue {
   // warpgroup has passed its next barrier.
   __device__ __forceinline__ void store_rows(const AttnParams& a, const Tile& t, int m_wg, int rows) const {
     constexpr SmemLayout L = Traits::layout();
-    constexpr int kUnitsPerRow = L.chunks * kTilesPerRow;
+    constexpr int kUnitsPerRow = L.o_chunks * kTilesPerRow;
     char* o = static_cast<char*>(a.o) +
               (i64(t.batch) * a.o_stride[0] + i64(t.head) * a.o_stride[1] + i64(t.q_row + m_wg) * a.o_stride[2]) *
-                  Traits::kElementBytes;
+                  Traits::kOutBytes;
 #pragma unroll
     for (int i = thread; i < 64 * kUnitsPerRow; i += 128) {
       const int row = i / kUnitsPerRow;
@@ -86,8 +87,8 @@ struct TmaEpilogue {
       if (row < rows) {
         u32 v[4];
         ld_shared_v4_b32(v, sO_wg + (chunk * Traits::BM + row) * kRowBytes + (unit ^ (row % 8)) * kUnitBytes);
-        st_global_v4_b32(o + (row * a.o_stride[2] + chunk * Traits::kChunkColumns + unit * (kUnitBytes / Traits::kElementBytes)) *
-                             Traits::kElementBytes,
+        st_global_v4_b32(o + (row * a.o_stride[2] + chunk * Traits::kOutChunkColumns + unit * (kUnitBytes / Traits::kOutBytes)) *
+                             Traits::kOutBytes,
                          v);
       }
     }

@@ -7,25 +7,36 @@
 
 namespace cujit::sm90 {
 
-template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_>
+// T: the output's type; TIN: q's, k's and v's (T, or e4m3).
+template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_, class TIN_ = T_>
 struct KernelTraits {
   static constexpr int D = D_, BM = BM_, BN = BN_, STAGES = STAGES_;
   static constexpr bool CAUSAL = CAUSAL_;
   static constexpr bool VARLEN = VARLEN_;  // a ragged batch: tiles from AttnParams::varlen_tiles
   using T = T_;
+  using TIN = TIN_;
+  // FP8 inputs: V is transposed in shared memory by the producer warpgroup
+  // (v_transposer.cuh), P is rounded to e4m3 for P V, and the descale
+  // factors scale S and O.
+  static constexpr bool kFp8 = same_type<TIN, e4m3>::value;
   static constexpr int kConsumers = BM / 64;  // warpgroups of 64 query rows
   static constexpr int kNT = BN / 8;          // 8-column accumulator tiles of S: (64, BN)
   static constexpr int kDT = D / 8;           // ... of O: (64, D)
-  static constexpr int kElementBytes = element_traits<T>::bytes;
-  static constexpr int kChunkColumns = chunk_columns(kElementBytes);  // elements per 128-byte row
-  static constexpr int kKStep = 16;                                   // elements of one wgmma k-step (16-bit)
+  static constexpr int kElementBytes = element_traits<TIN>::bytes;    // of the inputs
+  static constexpr int kOutBytes = element_traits<T>::bytes;
+  static constexpr int kChunkColumns = chunk_columns(kElementBytes);  // input elements per 128-byte row
+  static constexpr int kOutChunkColumns = chunk_columns(kOutBytes);   // output elements per 128-byte row
+  static constexpr int kKStep = 32 / kElementBytes;                   // elements of one wgmma k-step (32 bytes)
   static constexpr int kKStepsPerRow = kChunkColumns / kKStep;
-  // Consumers release a buffer once per warp.
+  // Consumers release a buffer once per warp; so do the transposer's warps.
   static constexpr unsigned kReleases = kConsumers * 4;
+  static constexpr int kTransposerWarps = 3;  // warps 1-3 of the producer warpgroup
 
-  CUJIT_HOST_DEVICE static constexpr SmemLayout layout() { return SmemLayout(D, BM, BN, STAGES, kElementBytes); }
-  static constexpr int kQBuffers = SmemLayout(D, BM, BN, STAGES, kElementBytes).q_buffers;
-  static constexpr bool kOInQ = SmemLayout(D, BM, BN, STAGES, kElementBytes).o_in_q;  // O staged in Q's buffer
+  CUJIT_HOST_DEVICE static constexpr SmemLayout layout() {
+    return SmemLayout(D, BM, BN, STAGES, kElementBytes, kOutBytes);
+  }
+  static constexpr int kQBuffers = SmemLayout(D, BM, BN, STAGES, kElementBytes, kOutBytes).q_buffers;
+  static constexpr bool kOInQ = SmemLayout(D, BM, BN, STAGES, kElementBytes, kOutBytes).o_in_q;  // O staged in Q's buffer
 
   // Whether a block's softmax can run while the warpgroup's P V of the block
   // before runs: S, that P V's operand P and its accumulator O are live at

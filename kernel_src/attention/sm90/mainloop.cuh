@@ -23,10 +23,13 @@ struct Mainloop {
   using Softmax = OnlineSoftmax<1, kNT, kDT>;
   using Scores = float[1][kNT][4];  // S, then P: (64, BN)
   using Output = float[1][kDT][4];  // O: (64, D)
-  using OperandP = u32[BN / 16][4];  // P in T, as wgmma A fragments
+  // P as wgmma A fragments: in T, 16 keys each, or in e4m3, 32 keys each
+  // in to_operand_a_k32's key order (which the transposed V follows).
+  static constexpr int kPSteps = BN / Traits::kKStep;
+  using OperandP = u32[kPSteps][4];
 
   SharedBarriers<Traits> bars;
-  u32 sK, sV;  // stage 0 of the K and V rings
+  u32 sK, sV;  // stage 0 of the K and V rings (FP8: of the transposed V ring)
   PingPong<Traits::kConsumers> turn;
   int warp, lane;
 
@@ -53,7 +56,7 @@ struct Mainloop {
       const int next_stage = (kv_iter + 1) % STAGES;
       const u32 next_phase = ((kv_iter + 1) / STAGES) & 1;
       bars.k_full(next_stage).wait(next_phase);
-      bars.v_full(stage).wait(phase);
+      bars.pv_full(stage).wait(phase);
       issue<true, true>(s, o, pa, sQ_wg, next_stage, stage);
       scores_landed<1>(s, next_stage, n, q_empty);  // P V may still run
       if constexpr (Traits::kSoftmaxUnderPV) {
@@ -77,7 +80,7 @@ struct Mainloop {
         softmax_step(s, softmax, correction, n, blocks.first_masked, keys, m_wg);
         pv_landed(o);
       }
-      bars.v_empty(stage).release_by_warp(lane);
+      bars.pv_empty(stage).release_by_warp(lane);
       Softmax::rescale(o, correction);
       to_operand_a(s, pa);
       ++kv_iter;
@@ -85,10 +88,10 @@ struct Mainloop {
       phase = next_phase;
     }
 
-    bars.v_full(stage).wait(phase);
+    bars.pv_full(stage).wait(phase);
     issue<false, true>(s, o, pa, sQ_wg, stage, stage);
     pv_landed(o);
-    bars.v_empty(stage).release_by_warp(lane);
+    bars.pv_empty(stage).release_by_warp(lane);
     ++kv_iter;
   }
 
@@ -124,18 +127,26 @@ struct Mainloop {
       const int chunk = kt / Traits::kKStepsPerRow;
       const u64 desc_q = smem_descriptor_sw128(sQ_wg + chunk * BM * kRowBytes + k_offset, 16, 1024);
       const u64 desc_k = smem_descriptor_sw128(sK + stage * L.kv_bytes + chunk * BN * kRowBytes + k_offset, 16, 1024);
-      Wgmma<BN, T>::ss(s[0], desc_q, desc_k, kt > 0 ? 1 : 0);
+      Wgmma<BN, typename Traits::TIN>::ss(s[0], desc_q, desc_k, kt > 0 ? 1 : 0);
     }
   }
 
-  // O += P V: V is MN-major (head dim contiguous); 16 keys per k-step are 16
-  // rows of every chunk, chunks BN rows apart.
+  // O += P V. 16-bit: V is MN-major (head dim contiguous); 16 keys per
+  // k-step are 16 rows of every chunk, chunks BN rows apart. FP8: V
+  // transposed, K-major ([D][BN], one 128-byte chunk of keys), as K is;
+  // 32 keys per k-step, 32 bytes apart in its rows.
   __device__ __forceinline__ void issue_pv(Output& o, const OperandP& pa, int stage) const {
     constexpr SmemLayout L = Traits::layout();
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      const u64 desc_v = smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
-      Wgmma<D, T>::rs(o[0], pa[kk], desc_v, 1);
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      if constexpr (Traits::kFp8) {
+        static_assert(BN == kRowBytes, "the transposed V's rows are one 128-byte chunk of keys");
+        const u64 desc_vt = smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 32, 16, 1024);
+        Wgmma<D, e4m3>::rs(o[0], pa[kk], desc_vt, 1);
+      } else {
+        const u64 desc_v = smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 16 * kRowBytes, BN * kRowBytes, 1024);
+        Wgmma<D, T>::rs(o[0], pa[kk], desc_v, 1);
+      }
     }
   }
 
@@ -169,7 +180,13 @@ struct Mainloop {
 
   __device__ __forceinline__ static void to_operand_a(const Scores& s, OperandP& pa) {
 #pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) cujit::to_operand_a<T>(s, 0, kk, pa[kk]);
+    for (int kk = 0; kk < kPSteps; ++kk) {
+      if constexpr (Traits::kFp8) {
+        cujit::to_operand_a_k32<e4m3>(s, 0, kk, pa[kk]);
+      } else {
+        cujit::to_operand_a<T>(s, 0, kk, pa[kk]);
+      }
+    }
   }
 };
 

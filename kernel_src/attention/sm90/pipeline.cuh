@@ -24,7 +24,10 @@ struct Mbarrier {
 
 // The full/empty pairs of the Q buffers and of the K/V ring, at the slots
 // SmemLayout gives them. "Full" completes on the producer's arrival and its
-// TMA bytes; "empty" on one arrival per consumer warp.
+// TMA bytes; "empty" on one arrival per consumer warp. With FP8 inputs the
+// transposer's warps take V (releasing v_empty) and fill the transposed ring
+// (vt_full, one arrival per warp), which the consumers read and release
+// (vt_empty).
 template <class Traits>
 struct SharedBarriers {
   u32 bars;  // the first barrier's address
@@ -53,6 +56,17 @@ struct SharedBarriers {
     constexpr SmemLayout L = Traits::layout();
     return {bars + L.v_empty_slot(s)};
   }
+  __device__ __forceinline__ Mbarrier vt_full(int s) const {
+    constexpr SmemLayout L = Traits::layout();
+    return {bars + L.vt_full_slot(s)};
+  }
+  __device__ __forceinline__ Mbarrier vt_empty(int s) const {
+    constexpr SmemLayout L = Traits::layout();
+    return {bars + L.vt_empty_slot(s)};
+  }
+  // What P V waits for and releases: V's stage, or its transposed copy.
+  __device__ __forceinline__ Mbarrier pv_full(int s) const { return Traits::kFp8 ? vt_full(s) : v_full(s); }
+  __device__ __forceinline__ Mbarrier pv_empty(int s) const { return Traits::kFp8 ? vt_empty(s) : v_empty(s); }
 
   // By one thread, before the CTA's first __syncthreads.
   __device__ __forceinline__ void init() const {
@@ -67,7 +81,13 @@ struct SharedBarriers {
       k_full(s).init(1);
       k_empty(s).init(Traits::kReleases);
       v_full(s).init(1);
-      v_empty(s).init(Traits::kReleases);
+      if constexpr (Traits::kFp8) {
+        v_empty(s).init(Traits::kTransposerWarps);
+        vt_full(s).init(Traits::kTransposerWarps);
+        vt_empty(s).init(Traits::kReleases);
+      } else {
+        v_empty(s).init(Traits::kReleases);
+      }
     }
     fence_mbarrier_init();
   }

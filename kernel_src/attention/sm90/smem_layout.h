@@ -2,9 +2,11 @@
 // by the host (launch size, pruning). Plain constexpr C++.
 //
 // Every tile is stored as column chunks of [rows][kRowBytes]: one 128-byte
-// row per chunk (64 16-bit elements), 128-byte swizzled by TMA, so each chunk
-// is a run of 1024-byte swizzle atoms (8 rows) that wgmma descriptors address
-// directly.
+// row per chunk (64 16-bit elements, 128 of e4m3), 128-byte swizzled by TMA,
+// so each chunk is a run of 1024-byte swizzle atoms (8 rows) that wgmma
+// descriptors address directly. FP8 inputs add a ring of V transposed
+// ([D][BN], keys contiguous: 8-bit wgmma takes its B operand K-major only),
+// and O, in 16 bits, is twice Q's size.
 #pragma once
 #include "common/host_device.h"
 
@@ -29,7 +31,11 @@ CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
 // Registers per thread after setmaxnreg: the producer warpgroup gives its
 // share to the BM / 64 consumer warpgroups, within the register file's share
 // of one of ctas_per_sm(bm) CTAs. The host prunes against the consumers'.
-CUJIT_HOST_DEVICE constexpr int producer_registers(int bm) { return bm == 192 ? 32 : 24; }
+// Transposing V (FP8) takes the producer warpgroup 32 (at BM = 128 that is
+// all the file has left beside the consumers' 240).
+CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false) {
+  return bm == 192 || transposes_v ? 32 : 24;
+}
 CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm) { return bm == 64 ? 232 : bm == 128 ? 240 : 160; }
 
 // The dynamic shared memory one CTA may take.
@@ -39,31 +45,41 @@ CUJIT_HOST_DEVICE constexpr int smem_budget(int bm) {
 
 struct SmemLayout {
   static constexpr int kMaxQBuffers = 2;
-  int chunks;          // D / chunk_columns
-  int q_bytes;         // one Q tile (and the O tile)
-  int kv_bytes;        // one K or V stage
-  int barrier_bytes;   // q full/empty per Q buffer, then k full, k empty, v full, v empty per stage
+  int chunks;          // D / chunk_columns of the inputs
+  int o_chunks;        // D / chunk_columns of the output
+  int q_bytes;         // one Q tile
+  int o_bytes;         // the O tile (q_bytes for 16-bit inputs)
+  int kv_bytes;        // one K, V (or transposed V) stage
+  int vt_stages;       // the transposed V ring: STAGES with 8-bit inputs, else none
+  // q full/empty per Q buffer, then k full, k empty, v full, v empty (and vt
+  // full, vt empty) per stage
+  int barrier_bytes;
   // In order of preference, what fits: two Q buffers (the next tile's Q loads
   // while this tile runs) and a separate O buffer (the next Q need not wait
   // for this tile's store); one Q buffer; one Q buffer that also stages O.
   int q_buffers;
   bool o_in_q;
-  int q, k, v, o, barriers;  // offsets from the aligned base
+  int q, k, v, vt, o, barriers;  // offsets from the aligned base
   int bytes;           // dynamic shared memory to request, with slack to align the base
 
+  // element_bytes: q's, k's and v's; out_bytes: o's (16-bit).
   CUJIT_HOST_DEVICE constexpr SmemLayout(int d, int bm, int bn, int stages,
-                                         int element_bytes = k16BitElementBytes)
+                                         int element_bytes = k16BitElementBytes, int out_bytes = k16BitElementBytes)
       : chunks(d / chunk_columns(element_bytes)),
+        o_chunks(d / chunk_columns(out_bytes)),
         q_bytes(bm * d * element_bytes),
+        o_bytes(bm * d * out_bytes),
         kv_bytes(bn * d * element_bytes),
-        barrier_bytes(barrier_count(stages) * kBarrierBytes),
-        q_buffers(total(2, false, bm * d * element_bytes, bn * d * element_bytes, stages) <= smem_budget(bm) ? 2 : 1),
-        o_in_q(total(1, false, bm * d * element_bytes, bn * d * element_bytes, stages) > smem_budget(bm)),
+        vt_stages(element_bytes == 1 ? stages : 0),
+        barrier_bytes(barrier_count(stages, element_bytes == 1) * kBarrierBytes),
+        q_buffers(total(2, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages) <= smem_budget(bm) ? 2 : 1),
+        o_in_q(o_bytes <= q_bytes && total(1, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages) > smem_budget(bm)),
         q(0),
         k(q_buffers * q_bytes),
         v(q_buffers * q_bytes + stages * kv_bytes),
-        o(o_in_q ? 0 : q_buffers * q_bytes + 2 * stages * kv_bytes),
-        barriers(q_buffers * q_bytes + 2 * stages * kv_bytes + (o_in_q ? 0 : q_bytes)),
+        vt(q_buffers * q_bytes + 2 * stages * kv_bytes),
+        o(o_in_q ? 0 : q_buffers * q_bytes + (2 * stages + vt_stages) * kv_bytes),
+        barriers(q_buffers * q_bytes + (2 * stages + vt_stages) * kv_bytes + (o_in_q ? 0 : o_bytes)),
         bytes(barriers + barrier_bytes + kSmemAlign),
         stages_(stages) {}
 
@@ -76,12 +92,17 @@ struct SmemLayout {
   CUJIT_HOST_DEVICE constexpr int k_empty_slot(int s) const { return ring_slot(1, s); }
   CUJIT_HOST_DEVICE constexpr int v_full_slot(int s) const { return ring_slot(2, s); }
   CUJIT_HOST_DEVICE constexpr int v_empty_slot(int s) const { return ring_slot(3, s); }
+  CUJIT_HOST_DEVICE constexpr int vt_full_slot(int s) const { return ring_slot(4, s); }
+  CUJIT_HOST_DEVICE constexpr int vt_empty_slot(int s) const { return ring_slot(5, s); }
 
-  CUJIT_HOST_DEVICE static constexpr int barrier_count(int stages) { return 2 * kMaxQBuffers + 4 * stages; }
+  CUJIT_HOST_DEVICE static constexpr int barrier_count(int stages, bool transposed_v) {
+    return 2 * kMaxQBuffers + (transposed_v ? 6 : 4) * stages;
+  }
 
-  CUJIT_HOST_DEVICE static constexpr int total(int q_buffers, bool o_in_q, int q_bytes, int kv_bytes, int stages) {
-    return q_buffers * q_bytes + (o_in_q ? 0 : q_bytes) + 2 * stages * kv_bytes + barrier_count(stages) * kBarrierBytes +
-           kSmemAlign;
+  CUJIT_HOST_DEVICE static constexpr int total(int q_buffers, bool o_in_q, int q_bytes, int o_bytes, int kv_bytes,
+                                               int stages, int vt_stages) {
+    return q_buffers * q_bytes + (o_in_q ? 0 : o_bytes) + (2 * stages + vt_stages) * kv_bytes +
+           barrier_count(stages, vt_stages > 0) * kBarrierBytes + kSmemAlign;
   }
 
  private:
