@@ -84,10 +84,12 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   using Registers = RegisterSplit<kConsumers, Traits::kFp8>;
   if (warpgroup == 0) {
     setmaxnreg_dec<Registers::kProducer>();
+    // Before thread 0 leaves its warp for the producer loop: a shuffle needs
+    // every lane.
+    const int producer_warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
     if (threadIdx.x == 0) {
       produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
     } else if constexpr (Traits::kFp8) {
-      const int producer_warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
       if (producer_warp > 0) VTransposer<Traits>{bars, sV, sVt, producer_warp - 1, int(threadIdx.x % 32)}.run(p);
     }
     return;
