@@ -180,9 +180,9 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
       return fmt::format("needs {} bytes of shared memory, {} CTAs per SM leave {} each: lower BN or STAGES", smem,
                          cujit::sm90::ctas_per_sm(c.bm), budget);
     }
-    if (const int regs = estimated_registers(s.head_dim, c); regs > cujit::sm90::consumer_registers(c.bm)) {
+    if (const int regs = estimated_registers(s.head_dim, c); regs > cujit::sm90::consumer_registers(c.bm, s.fp8_qkv)) {
       return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
-                         c.bm / 64, cujit::sm90::consumer_registers(c.bm));
+                         c.bm / 64, cujit::sm90::consumer_registers(c.bm, s.fp8_qkv));
     }
     return std::nullopt;
   }

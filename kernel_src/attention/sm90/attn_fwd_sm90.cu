@@ -35,13 +35,13 @@
 namespace cujit::sm90 {
 
 // Registers per thread after reallocation (smem_layout.h), checked against
-// the register file: 128 * producer + 128 * consumers * consumer <= 65536 /
-// CTAs per SM.
+// what the launch gave the CTA's threads: setmaxnreg.inc cannot take more.
 template <int CONSUMERS, bool TRANSPOSES_V>
 struct RegisterSplit {
   static constexpr int kProducer = producer_registers(64 * CONSUMERS, TRANSPOSES_V);
-  static constexpr int kConsumer = consumer_registers(64 * CONSUMERS);
-  static_assert(128 * kProducer + 128 * CONSUMERS * kConsumer <= 65536 / ctas_per_sm(64 * CONSUMERS),
+  static constexpr int kConsumer = consumer_registers(64 * CONSUMERS, TRANSPOSES_V);
+  static_assert(128 * kProducer + 128 * CONSUMERS * kConsumer <=
+                    128 * (CONSUMERS + 1) * launch_registers(64 * CONSUMERS),
                 "register file overcommitted");
 };
 

@@ -44,7 +44,7 @@ struct KernelTraits {
   // rest). Where they do not fit (three consumer warpgroups' 160 registers at
   // larger tiles) ptxas would spill or serialize the wgmma; there the P V
   // finishes first.
-  static constexpr bool kSoftmaxUnderPV = D / 2 + BN / 2 + BN / 4 + 40 <= consumer_registers(BM);
+  static constexpr bool kSoftmaxUnderPV = D / 2 + BN / 2 + BN / 4 + 40 <= consumer_registers(BM, kFp8);
 };
 
 }  // namespace cujit::sm90

@@ -29,14 +29,24 @@ CUJIT_HOST_DEVICE constexpr int chunk_columns(int element_bytes) { return kRowBy
 CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
 
 // Registers per thread after setmaxnreg: the producer warpgroup gives its
-// share to the BM / 64 consumer warpgroups, within the register file's share
-// of one of ctas_per_sm(bm) CTAs. The host prunes against the consumers'.
-// Transposing V (FP8) takes the producer warpgroup 32 (at BM = 128 that is
-// all the file has left beside the consumers' 240).
+// share to the BM / 64 consumer warpgroups, within what the launch bounds
+// gave the CTA (launch_registers per thread). The host prunes against the
+// consumers'. Transposing V (FP8) takes the producer warpgroup 32, which at
+// BM = 128 leaves the consumers 232.
 CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false) {
   return bm == 192 || transposes_v ? 32 : 24;
 }
-CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm) { return bm == 64 ? 232 : bm == 128 ? 240 : 160; }
+CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false) {
+  return bm == 64 ? 232 : bm == 128 ? (transposes_v ? 232 : 240) : 160;
+}
+// What each thread holds before setmaxnreg: the register file over the
+// CTA's threads (one producer and BM / 64 consumer warpgroups) and its CTAs
+// per SM, in the allocation unit of 8. setmaxnreg.inc waits until others'
+// .dec have freed what it asks for: the split must fit in this, or the
+// consumers wait forever.
+CUJIT_HOST_DEVICE constexpr int launch_registers(int bm) {
+  return 65536 / ((bm / 64 + 1) * 128 * ctas_per_sm(bm)) / 8 * 8;
+}
 
 // The dynamic shared memory one CTA may take.
 CUJIT_HOST_DEVICE constexpr int smem_budget(int bm) {
