@@ -150,11 +150,6 @@ __device__ __forceinline__ float lg2_approx(float x) {
   return y;
 }
 
-__device__ __forceinline__ u32 ld_shared_b32(u32 addr) {
-  u32 v;
-  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-  return v;
-}
 __device__ __forceinline__ void st_shared_b32(u32 addr, u32 v) {
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
 }

@@ -94,6 +94,16 @@ __device__ __forceinline__ u64 smem_descriptor_sw128(u32 addr, u32 leading, u32 
          u64(1) << 62;
 }
 
+// Four 8x8 matrices of b16 to shared memory, each lane giving the address of
+// one row (lane / 8: the matrix, lane % 8: its row) and holding row lane / 4,
+// columns 2 (lane % 4) and 2 (lane % 4) + 1 of each in r[i]: ldmatrix's
+// layout, stored.
+__device__ __forceinline__ void stmatrix_x4(u32 addr, const u32 (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+               "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 // --- warp specialization ---------------------------------------------------
 template <int REGS>
 __device__ __forceinline__ void setmaxnreg_inc() {

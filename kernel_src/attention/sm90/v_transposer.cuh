@@ -16,9 +16,11 @@ template <class Traits>
 struct VTransposer {
   static constexpr int D = Traits::D, BN = Traits::BN;
   static_assert(Traits::kElementBytes == 1 && BN == kRowBytes, "bytes, one 128-byte chunk of keys per row");
-  // A unit is 4 keys x 4 head-dim columns; a warp's 32 lanes take 4 key
-  // groups x 4 column groups x 2 blocks of 16 keys per pass (both sides of
-  // the copy then touch 16 banks per access: 2-way conflicts).
+  // A pass moves 32 keys x 16 head-dim columns: ldmatrix.trans on byte
+  // pairs gives each lane keys 2q, 2q+1 of four 8-key groups at columns 2g,
+  // 2g+1 (g = lane / 4, q = lane % 4); one prmt per word sorts them into
+  // the key order for column 2g and for 2g+1, which is the layout stmatrix
+  // stores as rows 2g and 2g+1 of the transposed tile.
   static constexpr int kColumnPasses = D / 16;
   static constexpr int kPasses = kColumnPasses * (BN / 32);
 
@@ -50,29 +52,21 @@ struct VTransposer {
     constexpr SmemLayout L = Traits::layout();
     const u32 v = sV + stage * L.kv_bytes;
     const u32 vt = sVt + stage * L.kv_bytes;
-    const int q = lane & 3;
+    const int matrix = lane / 8, row = lane % 8;
     for (int pass = warp; pass < kPasses; pass += Traits::kTransposerWarps) {
-      const int dg = (pass % kColumnPasses) * 4 + ((lane >> 2) & 3);  // columns 4 dg .. 4 dg + 3
-      const int block16 = (pass / kColumnPasses) * 2 + (lane >> 4);  // keys 16 block16 ..
-      const int column = 4 * dg % kRowBytes;
-      const u32 v_chunk = v + (4 * dg / kRowBytes) * BN * kRowBytes;
+      const int first_column = (pass % kColumnPasses) * 16;  // head-dim columns first_column ..
+      const int first_key = (pass / kColumnPasses) * 32;     // keys first_key ..
+      // Matrix i: keys first_key + 8 i .. + 7, columns first_column .. + 15.
+      const int key = first_key + 8 * matrix + row;
+      const int column = first_column % kRowBytes;
       u32 w[4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int key = 16 * block16 + 2 * q + (j & 1) + 8 * (j >> 1);
-        w[j] = ld_shared_b32(v_chunk + key * kRowBytes + swizzled(column, key));
-      }
-      // Byte i of w[j] -> byte j of out[i].
-      const u32 t0 = byte_perm<0x5140>(w[0], w[1]), t1 = byte_perm<0x7362>(w[0], w[1]);
-      const u32 t2 = byte_perm<0x5140>(w[2], w[3]), t3 = byte_perm<0x7362>(w[2], w[3]);
-      const u32 out[4] = {byte_perm<0x5410>(t0, t2), byte_perm<0x7632>(t0, t2), byte_perm<0x5410>(t1, t3),
-                          byte_perm<0x7632>(t1, t3)};
-      const int key_column = 16 * block16 + 4 * q;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = 4 * dg + i;
-        st_shared_b32(vt + row * kRowBytes + swizzled(key_column, row), out[i]);
-      }
+      ldmatrix_x4_trans(w, v + (first_column / kRowBytes) * BN * kRowBytes + key * kRowBytes + swizzled(column, key));
+      // Keys {2q, 2q+1, 8+2q, 9+2q} (and 16 on) of column 2g, then of 2g+1.
+      const u32 out[4] = {byte_perm<0x6420>(w[0], w[1]), byte_perm<0x7531>(w[0], w[1]), byte_perm<0x6420>(w[2], w[3]),
+                          byte_perm<0x7531>(w[2], w[3])};
+      // Matrix m: transposed rows first_column + 2 r + m % 2, keys first_key + 16 (m / 2) ..
+      const int out_row = first_column + 2 * row + (matrix & 1);
+      stmatrix_x4(vt + out_row * kRowBytes + swizzled(first_key + 16 * (matrix >> 1), out_row), out);
     }
   }
 
