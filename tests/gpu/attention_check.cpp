@@ -108,7 +108,7 @@ void expect_output_matches(const std::vector<float>& got, const ReferenceResult&
                          << first_bad;
 }
 
-void expect_lse_matches(const std::vector<float>& got, const ReferenceResult& ref) {
+void expect_lse_matches(const std::vector<float>& got, const ReferenceResult& ref, double tolerance) {
   ASSERT_EQ(got.size(), ref.lse.size());
   std::int64_t bad = 0;
   std::string first;
@@ -121,7 +121,7 @@ void expect_lse_matches(const std::vector<float>& got, const ReferenceResult& re
       ok = std::isinf(have) && have < 0;  // a row that sees no key: exactly -inf
     } else {
       const double err = std::abs(have - want);
-      ok = std::isfinite(have) && err <= kLseTolerance * std::max(1.0, std::abs(want));
+      ok = std::isfinite(have) && err <= tolerance * std::max(1.0, std::abs(want));
       if (std::isfinite(have)) worst = std::max(worst, err);
     }
     if (!ok && bad++ == 0) first = fmt::format("row {}: got {}, want {}", i, have, want);

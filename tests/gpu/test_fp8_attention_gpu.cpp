@@ -128,7 +128,11 @@ TEST_P(Fp8AttentionGpu, WithinTheEmulationsErrorOfTheReference) {
   expect_output_matches(got, ref, p, bound);
   EXPECT_EQ(count_clobbered_padding(storage, out.view), 0)
       << "elements of the output buffer outside the output view were written";
-  if (c.lse) expect_lse_matches(download_f32(lse.data(), std::size_t(lse_count)), ref);
+  // Hopper's 8-bit wgmma adds its products with fewer bits than fp32 (the
+  // scores of e4m3 values up to 448 come out within about 1e-3, measured),
+  // so the LSE gets a looser bound than the 16-bit kernels' 1e-3.
+  constexpr double kFp8LseTolerance = 4e-3;
+  if (c.lse) expect_lse_matches(download_f32(lse.data(), std::size_t(lse_count)), ref, kFp8LseTolerance);
 
   const ErrorReport report = compare(got, ref.o);
   std::printf("[fp8] %s: rel_l2 %.3e (emulation %.3e, ratio %.2f; %s kernel on the same values %.3e), max abs %.3e\n",
