@@ -123,8 +123,10 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
   for (const auto& [key, value] : manifest.items()) {
     if (key != "shapes") invalid(fmt::format("{} has an unknown key \"{}\" (only \"shapes\")", name, key));
   }
-  static const std::set<std::string> known = {"batch",  "heads",    "seq",      "head_dim",  "dtype",   "causal",
-                                              "varlen", "kv_cache", "new_rows", "heads_kv", "page_size", "kv_dtype"};
+  static const std::set<std::string> known = {"batch",    "heads",     "seq",      "head_dim",
+                                              "dtype",    "causal",    "varlen",   "kv_cache",
+                                              "new_rows", "heads_kv",  "page_size", "kv_dtype",
+                                              "qkv_dtype"};
   // Read only for a KV-cache shape, so refused without "kv_cache": true.
   static const char* const kv_keys[] = {"new_rows", "heads_kv", "page_size", "kv_dtype"};
   std::vector<AttentionShape> shapes;
@@ -136,7 +138,7 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       if (!known.count(key)) {
         invalid(fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key,
                             "batch, heads, seq, head_dim, dtype, causal, varlen, kv_cache, new_rows, heads_kv, "
-                            "page_size, kv_dtype"));
+                            "page_size, kv_dtype, qkv_dtype"));
       }
     }
     // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
@@ -208,6 +210,19 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       for (const char* key : kv_keys) {
         if (entry.contains(key)) {
           invalid(fmt::format("{}: \"{}\" is for a KV-cache shape; add \"kv_cache\": true", where, key));
+        }
+      }
+      if (const auto it = entry.find("qkv_dtype"); it != entry.end()) {
+        const std::string text = it->is_string() ? it->get<std::string>() : "";
+        s.fp8_qkv = text == "fp8" || text == "e4m3";
+        if (!s.fp8_qkv && dtype_named(text) != s.dtype) {
+          invalid(fmt::format("{}: \"qkv_dtype\" {} is not \"fp8\" (or \"e4m3\") nor the entry's dtype {}: q, k "
+                              "and v are in the output's dtype or FP8",
+                              where, it->dump(), to_string(s.dtype)));
+        }
+        if (s.fp8_qkv && s.varlen) {
+          invalid(fmt::format("{}: FP8 q, k and v (\"qkv_dtype\") come in dense batches, not with \"varlen\"",
+                              where));
         }
       }
     }
@@ -323,13 +338,22 @@ namespace {
 // Tunes a dense or ragged shape: one call on random inputs (the first call
 // per shape class tunes).
 void tune_with_inputs(const AttentionShape& s) {
-  DeviceTensor q = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 1);
-  DeviceTensor k = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 2);
-  DeviceTensor v = random_tensor(s.dtype, s.batch, s.heads, s.seq, s.head_dim, 3);
-  DeviceBuffer out_buffer(q.buffer.size());
+  const DType in = s.fp8_qkv ? DType::e4m3 : s.dtype;
+  DeviceTensor q = random_tensor(in, s.batch, s.heads, s.seq, s.head_dim, 1);
+  DeviceTensor k = random_tensor(in, s.batch, s.heads, s.seq, s.head_dim, 2);
+  DeviceTensor v = random_tensor(in, s.batch, s.heads, s.seq, s.head_dim, 3);
+  DeviceBuffer out_buffer(std::size_t(q.view.numel()) * element_size(s.dtype));
   const TensorView out = TensorView::bhsd(out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
   AttentionOptions options;
   options.causal = s.causal;
+  DeviceBuffer descale;  // FP8: one factor of 1 for all
+  if (s.fp8_qkv) {
+    const float one = 1.f;
+    descale = DeviceBuffer(sizeof one);
+    descale.upload(&one, sizeof one);
+    const auto* factor = static_cast<const float*>(descale.data());
+    options.descale = {factor, factor, factor, std::array<std::int64_t, 2>{0, 0}};
+  }
   if (s.varlen) {
     // The same rows as one packed ragged batch of equal sequences.
     std::vector<std::int32_t> sums(std::size_t(s.batch) + 1);

@@ -36,6 +36,9 @@ AttnProblem problem_of(const AttentionShape& s) {
     }
     return kv_problem_of(kv_plan_shape_of(s), kv_plan_options_of(s));
   }
+  if (s.fp8_qkv && s.varlen) {
+    throw Error(ErrorCode::InvalidArgument, "FP8 q, k and v come in dense batches: unset fp8_qkv or varlen");
+  }
   AttnProblem p;
   p.batch = s.batch;
   p.heads_q = p.heads_kv = s.heads;
@@ -43,6 +46,7 @@ AttnProblem problem_of(const AttentionShape& s) {
   p.head_dim = s.head_dim;
   p.dtype = s.dtype;
   p.causal = s.causal;
+  p.fp8_qkv = s.fp8_qkv;
   if (s.varlen) {
     p.varlen = true;
     p.total_q = p.total_k = s.batch * s.seq;

@@ -530,6 +530,55 @@ TEST(WarmUpAttention, Fp8CacheOnSm80Throws) {
   EXPECT_NE(wide.find("head dim 64 or 128"), std::string::npos) << wide;
 }
 
+// FP8 q, k and v: the sm90 family's e4m3 variants on sm_90a at D = 128,
+// the portable family's on sm_89; refused before sm_89 and when ragged.
+TEST(WarmUpAttention, Fp8InputsCompileTheirOwnVariants) {
+  if (jit::cache_directory().empty()) GTEST_SKIP() << "the disk cache is off (CUJIT_DISK_CACHE=0)";
+  if (std::getenv("CUJIT_FAMILY") != nullptr) GTEST_SKIP() << "CUJIT_FAMILY is set";
+  AttentionShape shape;
+  shape.head_dim = 128;
+  shape.dtype = DType::bf16;
+  shape.fp8_qkv = true;
+  const jit::detail::AttnProblem problem = jit::detail::problem_of(shape);
+  EXPECT_TRUE(problem.fp8_qkv);
+  for (const char* arch : {"sm_90a", "sm_89"}) {
+    const auto& family = jit::detail::attention_family_for(problem, jit::offline_target(arch));
+    const jit::Json spec = family.spec_for(problem);
+    EXPECT_EQ(spec.at("qkv"), "e4m3") << arch;
+    const std::vector<jit::Json> configs = jit::autotune::prune_space(family, spec, jit::offline_target(arch)).kept;
+    ASSERT_FALSE(configs.empty()) << arch;
+    EXPECT_NE(family.variant_name(spec, configs[0]).find("e4m3_to_bf16"), std::string::npos) << arch;
+  }
+  const jit::WarmupSummary summary = jit::warm_up_attention({"sm_90a"}, {shape}, 2);
+  for (const std::string& error : summary.errors) ADD_FAILURE() << error;
+  EXPECT_GT(summary.compiled + summary.cached, 0);
+  const std::string old_gpu =
+      expect_error(jit::ErrorCode::Unsupported, [&] { jit::warm_up_attention({"sm_80"}, {shape}, 2); });
+  EXPECT_NE(old_gpu.find("FP8 (e4m3) attention"), std::string::npos) << old_gpu;
+  shape.varlen = true;
+  expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::detail::problem_of(shape); });
+}
+
+TEST(ParseAttentionManifest, QkvDtypeMakesAnFp8Shape) {
+  const std::vector<AttentionShape> shapes = jit::parse_attention_manifest(R"({"shapes": [
+      {"seq": 4096, "head_dim": 128, "dtype": "bf16", "qkv_dtype": "fp8"},
+      {"seq": 64, "head_dim": 64, "qkv_dtype": "e4m3"},
+      {"seq": 64, "head_dim": 64, "qkv_dtype": "fp16"}
+  ]})");
+  ASSERT_EQ(shapes.size(), 3u);
+  EXPECT_TRUE(shapes[0].fp8_qkv);
+  EXPECT_EQ(shapes[0].dtype, DType::bf16);
+  EXPECT_TRUE(shapes[1].fp8_qkv);
+  EXPECT_FALSE(shapes[2].fp8_qkv);
+  for (const char* bad : {R"({"shapes": [{"seq": 64, "head_dim": 64, "qkv_dtype": "bf16"}]})",
+                          R"({"shapes": [{"seq": 64, "head_dim": 64, "qkv_dtype": "fp8", "varlen": true}]})",
+                          R"({"shapes": [{"seq": 64, "head_dim": 64, "qkv_dtype": 8}]})"}) {
+    const std::string message =
+        expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(bad); });
+    EXPECT_NE(message.find("qkv_dtype"), std::string::npos) << message;
+  }
+}
+
 TEST(WarmUpAttention, InvalidKvCacheShapeThrows) {
   AttentionShape shape;
   shape.kv_cache = true;
