@@ -162,7 +162,7 @@ class AttentionDescales(unittest.TestCase):
                                                 r"\[B, Hkv\] = \[3, 2\]") as caught:
             self.strides(q=one, k=one)
         self.assertEqual(caught.exception.status, _structs.INVALID_ARGUMENT)
-        with self.assertRaisesRegex(CujitError, "q_descale and k_descale and v_descale are None"):
+        with self.assertRaisesRegex(CujitError, "q_descale, k_descale and v_descale are None"):
             self.strides()
 
     def test_mixed_fp8_and_16_bit_inputs_are_refused(self):

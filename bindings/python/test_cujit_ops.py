@@ -446,7 +446,7 @@ class Fp8AttentionErrors(unittest.TestCase):
         (q, k, v), (qs, ks, vs), _ = fp8_inputs(sq=64, sk=64)
         with self.assertRaisesRegex(cujit.CujitError, "v_descale is None: q, k and v are torch.float8_e4m3fn"):
             cujit.attention(q, k, v, q_descale=qs, k_descale=ks)
-        with self.assertRaisesRegex(cujit.CujitError, "q_descale and k_descale and v_descale are None"):
+        with self.assertRaisesRegex(cujit.CujitError, "q_descale, k_descale and v_descale are None"):
             cujit.attention(q, k, v)
         q16, k16, v16 = (t.to(torch.float16) for t in (q, k, v))
         with self.assertRaisesRegex(cujit.CujitError, "q_descale is given but q, k and v are torch.float16"):

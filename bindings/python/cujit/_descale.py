@@ -67,7 +67,8 @@ def attention_descale_strides(dtypes, batch, heads_kv, **layouts):
         return None
     missing = [name for name, layout in layouts.items() if layout is None]
     if missing:
-        raise CujitError(INVALID_ARGUMENT, f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} None: "
+        names = " and ".join(filter(None, (", ".join(missing[:-1]), missing[-1])))
+        raise CujitError(INVALID_ARGUMENT, f"{names} {'is' if len(missing) == 1 else 'are'} None: "
                                            f"q, k and v are {FP8}, whose values need their float32 descale factors "
                                            f"on q's device ([B, Hkv] = [{batch}, {heads_kv}], [Hkv] or one element)")
     return descale_strides(batch, heads_kv, **layouts)
