@@ -2,6 +2,7 @@
 #include "bindings/c/c_api_support.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 namespace cujit_c {
@@ -39,6 +40,10 @@ jit::AttentionOptions attention_options_of(const cujit_options* o) {
   if (o->scale != 0.f) a.scale = o->scale;
   a.stream = static_cast<jit::Stream>(o->stream);
   a.lse = o->lse;
+  a.descale.q = o->q_descale;
+  a.descale.k = o->k_descale;
+  a.descale.v = o->v_descale;
+  if (o->has_descale_strides) a.descale.strides = std::array<std::int64_t, 2>{o->descale_strides[0], o->descale_strides[1]};
   return a;
 }
 

@@ -3,10 +3,16 @@
 // in cujit_c_serving.cpp, ragged batches in cujit_c_varlen.cpp.
 #include "bindings/c/cujit_c.h"
 
+#include <cstddef>
 #include <string>
 
 #include "bindings/c/c_api_support.h"
 #include "jit/attention.h"
+
+// The layout bindings/python/cujit/_structs.py mirrors with ctypes (natural
+// alignment, LP64): a change here is an ABI change (CUJIT_C_ABI_VERSION).
+static_assert(sizeof(cujit_options) == 80 && offsetof(cujit_options, q_descale) == 32 &&
+              offsetof(cujit_options, descale_strides) == 56 && offsetof(cujit_options, has_descale_strides) == 72);
 
 using cujit_c::attention_options_of;
 using cujit_c::guarded;

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Bumped when a struct below changes layout; callers check it. */
-#define CUJIT_C_ABI_VERSION 2
+#define CUJIT_C_ABI_VERSION 3
 CUJIT_C_API int cujit_c_abi_version(void);
 
 /* 0 on success, else jit::ErrorCode + 1. */
@@ -35,7 +35,9 @@ typedef enum {
   CUJIT_INTERNAL = 7
 } cujit_status;
 
-/* CUJIT_E4M3: FP8 (torch.float8_e4m3fn), for KV caches only. */
+/* CUJIT_E4M3: FP8 (torch.float8_e4m3fn): q, k and v of cujit_attention and
+ * cujit_plan (with descale factors, sm_89 or newer, head dim 64 or 128), or
+ * a KV cache. */
 typedef enum { CUJIT_F16 = 0, CUJIT_BF16 = 1, CUJIT_E4M3 = 2 } cujit_dtype;
 
 /* A [B, H, S, D] view of device memory; strides in elements, any order, with
@@ -53,10 +55,24 @@ typedef struct {
   float scale;          /* softmax scale; 0 means 1/sqrt(D) */
   void* stream;         /* a CUstream / cudaStream_t; NULL is the default stream */
   float* lse;           /* NULL, or float32 [B, Hq, Sq] on the device for the log-sum-exp */
+  /* FP8 inputs (q, k and v CUJIT_E4M3, out CUJIT_F16 or CUJIT_BF16): float32
+   * descale factors on the device, as FlashAttention-3's, value = stored x
+   * factor; batch b's and KV head h's at [b * descale_strides[0] + h *
+   * descale_strides[1]] (a query head uses its KV head's). NULL for 16-bit
+   * inputs. FP8 is refused for ragged batches (cujit_attention_varlen). */
+  const float* q_descale;
+  const float* k_descale;
+  const float* v_descale;
+  int64_t descale_strides[2]; /* read only when has_descale_strides; else a contiguous [B, Hkv]; {0, 0}: one factor
+                                 per tensor, {0, 1}: one per KV head */
+  int32_t has_descale_strides;
 } cujit_options;
 
-/* out = softmax(scale * q k^T [+ mask]) v. Asynchronous on options->stream
- * (the first call for a new shape class compiles and tunes first). */
+/* out = softmax(scale * q k^T [+ mask]) v. q, k, v and out all CUJIT_F16 or
+ * all CUJIT_BF16; or q, k and v CUJIT_E4M3 with out CUJIT_F16 or CUJIT_BF16
+ * and options->q_descale, k_descale and v_descale set. Asynchronous on
+ * options->stream (the first call for a new shape class compiles and tunes
+ * first). */
 CUJIT_C_API cujit_status cujit_attention(const cujit_tensor* q, const cujit_tensor* k, const cujit_tensor* v,
                                          const cujit_tensor* out, const cujit_options* options);
 

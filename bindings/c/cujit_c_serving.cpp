@@ -9,7 +9,7 @@
 #include "bindings/c/cujit_c.h"
 #include "jit/serving.h"
 
-// The layouts bindings/python/cujit_torch.py mirrors with ctypes (natural
+// The layouts bindings/python/cujit/_structs.py mirrors with ctypes (natural
 // alignment, LP64): a change here is an ABI change (CUJIT_C_ABI_VERSION).
 static_assert(sizeof(cujit_tensor) == 80 && sizeof(cujit_kv_cache) == 232);
 static_assert(sizeof(cujit_kv_shape) == 72 && offsetof(cujit_kv_shape, seq_q) == 40 &&

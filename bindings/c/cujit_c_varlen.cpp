@@ -7,7 +7,7 @@
 #include "bindings/c/cujit_c.h"
 #include "jit/varlen.h"
 
-// The layout bindings/python/cujit_torch.py mirrors with ctypes (natural
+// The layout bindings/python/cujit/_structs.py mirrors with ctypes (natural
 // alignment, LP64): a change here is an ABI change (CUJIT_C_ABI_VERSION).
 static_assert(sizeof(cujit_varlen_batch) == 40 && offsetof(cujit_varlen_batch, batch) == 16);
 

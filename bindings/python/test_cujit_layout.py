@@ -2,8 +2,9 @@
 without torch or a GPU: every ctypes struct field's offset and size and each
 struct's size against the C header (a small program compiled with the
 C++ compiler prints offsetof and sizeof), the ABI version and the dtype codes
-against cujit_c.h and the loaded library, and how an FP8 cache's descale
-tensors become cujit_kv_cache.descale_strides.
+against cujit_c.h and the loaded library, how an FP8 cache's descale
+tensors become cujit_kv_cache.descale_strides, and how FP8 attention's
+become cujit_options.descale_strides (and which inputs need them).
 
     python3 bindings/python/test_cujit_layout.py   ($CXX or c++ compiles the probe; CUJIT_C_LIBRARY: the library)
 """
@@ -89,7 +90,7 @@ class DescaleStrides(unittest.TestCase):
     """k_descale / v_descale (shape, element strides) -> cujit_kv_cache.descale_strides, for B = 3, Hkv = 2."""
 
     def strides(self, k=None, v=None):
-        return _descale.descale_strides(3, 2, k, v)
+        return _descale.descale_strides(3, 2, k_descale=k, v_descale=v)
 
     def test_batch_by_heads_keeps_its_strides(self):
         self.assertEqual(self.strides(((3, 2), (2, 1)), ((3, 2), (2, 1))), (2, 1))
@@ -108,9 +109,10 @@ class DescaleStrides(unittest.TestCase):
         self.assertIsNone(self.strides())
 
     def test_a_dimension_of_one_does_not_tell_layouts_apart(self):
-        one_sequence = _descale.descale_strides(1, 2, ((1, 2), (2, 1)), ((2,), (1,)))
+        one_sequence = _descale.descale_strides(1, 2, k_descale=((1, 2), (2, 1)), v_descale=((2,), (1,)))
         self.assertEqual(one_sequence, (0, 1))
-        self.assertEqual(_descale.descale_strides(3, 1, ((3, 1), (1, 1)), ((3, 1), (1, 5))), (1, 0))
+        self.assertEqual(_descale.descale_strides(3, 1, k_descale=((3, 1), (1, 1)), v_descale=((3, 1), (1, 5))),
+                         (1, 0))
 
     def test_other_shapes_name_the_argument_and_the_shapes_taken(self):
         for shape in ((3,), (2, 3), (3, 2, 1), (6,)):
@@ -128,6 +130,55 @@ class DescaleStrides(unittest.TestCase):
             self.strides(((3, 2), (2, 1)), ((2,), (1,)))
         with self.assertRaisesRegex(CujitError, "same shape and strides"):
             self.strides(((3, 2), (2, 1)), ((3, 2), (1, 3)))
+
+
+FP8, F16, BF16 = "torch.float8_e4m3fn", "torch.float16", "torch.bfloat16"
+
+
+class AttentionDescales(unittest.TestCase):
+    """attention()'s q_descale, k_descale, v_descale -> cujit_options.descale_strides, for B = 3, Hkv = 2."""
+
+    def strides(self, dtypes=(FP8, FP8, FP8), q=None, k=None, v=None):
+        return _descale.attention_descale_strides(dtypes, 3, 2, q_descale=q, k_descale=k, v_descale=v)
+
+    def test_fp8_inputs_take_each_layout(self):
+        per_sequence = ((3, 2), (2, 1))
+        self.assertEqual(self.strides(q=per_sequence, k=per_sequence, v=per_sequence), (2, 1))
+        per_head = ((2,), (1,))
+        self.assertEqual(self.strides(q=per_head, k=per_head, v=per_head), (0, 1))
+        one = ((1,), (1,))
+        self.assertEqual(self.strides(q=((), ()), k=one, v=one), (0, 0))  # a 0-dim tensor is one element too
+
+    def test_16_bit_inputs_take_none(self):
+        for dtype in (F16, BF16):
+            self.assertIsNone(self.strides((dtype,) * 3))
+            with self.assertRaisesRegex(CujitError, rf"k_descale is given but q, k and v are {dtype}: descale "
+                                                    "factors are for torch.float8_e4m3fn inputs"):
+                self.strides((dtype,) * 3, k=((2,), (1,)))
+
+    def test_a_missing_factor_is_named(self):
+        one = ((1,), (1,))
+        with self.assertRaisesRegex(CujitError, r"v_descale is None: q, k and v are torch.float8_e4m3fn.*"
+                                                r"\[B, Hkv\] = \[3, 2\]") as caught:
+            self.strides(q=one, k=one)
+        self.assertEqual(caught.exception.status, _structs.INVALID_ARGUMENT)
+        with self.assertRaisesRegex(CujitError, "q_descale, k_descale and v_descale are None"):
+            self.strides()
+
+    def test_mixed_fp8_and_16_bit_inputs_are_refused(self):
+        one = ((1,), (1,))
+        for dtypes in ((FP8, FP8, F16), (F16, FP8, FP8), (BF16, F16, FP8)):
+            with self.assertRaisesRegex(CujitError, rf"q is {dtypes[0]}, k {dtypes[1]} and v {dtypes[2]}: FP8 "
+                                                    "attention takes q, k and v all in torch.float8_e4m3fn"):
+                self.strides(dtypes, q=one, k=one, v=one)
+
+    def test_shapes_and_one_layout_for_all_three(self):
+        with self.assertRaisesRegex(CujitError, r"q_descale has shape \[2, 3\]; it must be \[B, Hkv\]"):
+            self.strides(q=((2, 3), (3, 1)), k=((2,), (1,)), v=((2,), (1,)))
+        with self.assertRaisesRegex(CujitError, r"q_descale has shape \[3, 2\] and strides \[2, 1\], k_descale "
+                                                r"shape \[2\] and strides \[1\], v_descale shape \[2\].*same shape "
+                                                "and strides"):
+            self.strides(q=((3, 2), (2, 1)), k=((2,), (1,)), v=((2,), (1,)))
 
 
 if __name__ == "__main__":

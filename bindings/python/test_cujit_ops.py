@@ -6,8 +6,12 @@ with float64 SDPA (math); the KV-cache, ragged and out= calls compiled;
 torch.library.opcheck on every operator; an FP8 (e4m3) cache with descale
 factors through both KV-cache operators, compiled, and KvPlan, against
 float64 attention over the dequantized cache (sm_89 or newer), and the
-errors for missing or misplaced factors; a call with an input that requires
-grad refused at once.
+errors for missing or misplaced factors; FP8 (e4m3) q, k and v with descale
+factors per (sequence, KV head), per KV head and per tensor, eager, through
+both operators and compiled, against float64 attention over the dequantized
+inputs (sm_89 or newer), and the errors for missing, extra, misplaced or
+mixed-dtype arguments; a call with an input that requires grad refused at
+once.
 
     python3 bindings/python/test_cujit_ops.py   (needs a GPU, torch >= 2.4, and a build or the installed package)
 
@@ -218,10 +222,12 @@ class OpCheck(unittest.TestCase):
         q = torch.randn(1, 4, 77, 64, device="cuda", dtype=torch.float16)
         k, v = (torch.randn(1, 2, 90, 64, device="cuda", dtype=torch.float16) for _ in range(2))
         for return_lse in (False, True):
-            self.opcheck(torch.ops.cujit.attention.default, q, k, v, True, True, None, return_lse)
+            self.opcheck(torch.ops.cujit.attention.default, q, k, v, None, None, None, True, True, None, return_lse)
         lse = torch.empty(1, 4, 77, device="cuda", dtype=torch.float32)
-        self.opcheck(torch.ops.cujit.attention_out.default, q, k, v, torch.empty_like(q), lse, False, False, 0.1)
-        self.opcheck(torch.ops.cujit.attention_out.default, q, k, v, torch.empty_like(q), None, True, False, None)
+        self.opcheck(torch.ops.cujit.attention_out.default, q, k, v, torch.empty_like(q), lse, None, None, None, False,
+                     False, 0.1)
+        self.opcheck(torch.ops.cujit.attention_out.default, q, k, v, torch.empty_like(q), None, None, None, None, True,
+                     False, None)
 
     def test_attention_varlen(self):
         q, k, v, cu_q, cu_k, max_q, max_k = ragged_case()
@@ -353,6 +359,116 @@ class Fp8Cache(unittest.TestCase):
                          kv_dtype=torch.float16)
 
 
+def dense_reference(q, k, v, causal, bottom_right, scale):
+    """float64 attention of q [B, Hq, Sq, D] over k, v [B, Hkv, Sk, D] (float64 values), GQA heads repeated."""
+    group = q.shape[1] // k.shape[1]
+    k, v = (t.repeat_interleave(group, dim=1) for t in (k, v))
+    s = q @ k.transpose(-1, -2) * scale
+    if causal:
+        sq, sk = q.shape[2], k.shape[2]
+        keep = torch.arange(sk, device=q.device)[None, :] <= torch.arange(sq, device=q.device)[:, None] + (
+            sk - sq if bottom_right else 0)
+        s = s.masked_fill(~keep, float("-inf"))
+    return torch.softmax(s, dim=-1).nan_to_num(0.0) @ v
+
+
+def fp8_inputs(batch=2, hq=8, hkv=2, sq=200, sk=333, d=128, descales="per_sequence"):
+    """e4m3 q [B, Hq, Sq, D], k, v [B, Hkv, Sk, D], float32 factors laid out as `descales` says
+    (per_sequence [B, Hkv], per_head [Hkv], per_tensor one element), and the float64 dequantized q, k, v."""
+    q = fp8_cache((batch, hq, sq, d))
+    k, v = (fp8_cache((batch, hkv, sk, d)) for _ in range(2))
+
+    def factors():
+        if descales == "per_tensor":
+            return torch.rand((), device="cuda") * 0.9 + 0.1
+        if descales == "per_head":
+            return torch.rand(hkv, device="cuda") * 0.9 + 0.1
+        return (torch.rand(hkv, batch, device="cuda") * 0.9 + 0.1).t()  # [B, Hkv] view of [Hkv, B] storage
+    scales = [factors() for _ in range(3)]
+
+    def real(t, f, heads):
+        f = f.double().expand(batch, hkv).repeat_interleave(heads // hkv, dim=1)  # [B, H]: a head takes its KV head's
+        return t.double() * f[:, :, None, None]
+    return (q, k, v), scales, (real(q, scales[0], hq), real(k, scales[1], hkv), real(v, scales[2], hkv))
+
+
+@requires_gpu
+class Fp8Attention(unittest.TestCase):
+    """FP8 (e4m3) q, k, v against float64 attention over the dequantized inputs. P is rounded to e4m3, so the
+    bound is a relative L2 error of 5e-2 (tests/gpu/test_fp8_attention_gpu.cpp holds the kernels to a tighter,
+    emulated one)."""
+
+    def setUp(self):
+        if torch.cuda.get_device_capability() < (8, 9):
+            self.skipTest("FP8 attention needs an sm_89 or newer GPU")
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def check(self, causal=False, bottom_right=False, out_dtype=None, **shape):
+        with self.subTest(causal=causal, bottom_right=bottom_right, out_dtype=out_dtype, **shape):
+            (q, k, v), (qs, ks, vs), real = fp8_inputs(**shape)
+            given = None if out_dtype is None else torch.empty(q.shape, dtype=out_dtype, device="cuda")
+            out, lse = cujit.attention(q, k, v, causal=causal, bottom_right=bottom_right, out=given,
+                                       return_lse=True, q_descale=qs, k_descale=ks, v_descale=vs)
+            torch.cuda.synchronize()
+            self.assertEqual(out.dtype, out_dtype or torch.bfloat16)
+            self.assertEqual(out.shape, q.shape)
+            if given is not None:
+                self.assertIs(out, given)
+            want = dense_reference(*real, causal, bottom_right, 1 / math.sqrt(q.shape[-1]))
+            self.assertLess(rel_error(out, want), 5e-2)
+            self.assertEqual(tuple(lse.shape), tuple(q.shape[:3]))
+            return q, k, v, qs, ks, vs, out
+
+    def test_each_descale_layout_and_head_dim(self):
+        self.check(causal=True, bottom_right=True)
+        self.check(d=64, descales="per_head", out_dtype=torch.float16)
+        self.check(hq=4, hkv=4, sq=129, sk=129, causal=True, descales="per_tensor")
+
+    def test_operators_and_compiled_call_give_the_eager_result(self):
+        q, k, v, qs, ks, vs, eager = self.check(sq=100, sk=100)
+        through_op, _ = torch.ops.cujit.attention(q, k, v, qs, ks, vs, False, False, None, False)
+        given = torch.empty(q.shape, dtype=torch.bfloat16, device="cuda")
+        torch.ops.cujit.attention_out(q, k, v, given, None, qs, ks, vs, False, False, None)
+        compiled = fresh_compile(lambda q: cujit.attention(q, k, v, q_descale=qs, k_descale=ks, v_descale=vs))(q)
+        torch.cuda.synchronize()
+        self.assertTrue(torch.equal(through_op, eager))
+        self.assertTrue(torch.equal(given, eager))
+        self.assertEqual(compiled.dtype, torch.bfloat16)  # the fake implementation's dtype
+        self.assertLess(rel_error(compiled, eager), 1e-2)
+        self.assertIn("/", cujit.plan(q, k, v, q_descale=qs, k_descale=ks, v_descale=vs))
+
+
+@requires_gpu
+class Fp8AttentionErrors(unittest.TestCase):
+    """Made before the library sees the call: any GPU."""
+
+    def test_missing_extra_misplaced_and_mixed_arguments_raise(self):
+        (q, k, v), (qs, ks, vs), _ = fp8_inputs(sq=64, sk=64)
+        with self.assertRaisesRegex(cujit.CujitError, "v_descale is None: q, k and v are torch.float8_e4m3fn"):
+            cujit.attention(q, k, v, q_descale=qs, k_descale=ks)
+        with self.assertRaisesRegex(cujit.CujitError, "q_descale, k_descale and v_descale are None"):
+            cujit.attention(q, k, v)
+        q16, k16, v16 = (t.to(torch.float16) for t in (q, k, v))
+        with self.assertRaisesRegex(cujit.CujitError, "q_descale is given but q, k and v are torch.float16"):
+            cujit.attention(q16, k16, v16, q_descale=qs, k_descale=ks, v_descale=vs)
+        with self.assertRaisesRegex(cujit.CujitError, "k_descale is on cpu; cujit needs CUDA tensors"):
+            cujit.attention(q, k, v, q_descale=qs, k_descale=ks.cpu(), v_descale=vs)
+        with self.assertRaisesRegex(cujit.CujitError, "q_descale is torch.float64; it must be torch.float32"):
+            cujit.attention(q, k, v, q_descale=qs.double(), k_descale=ks, v_descale=vs)
+        with self.assertRaisesRegex(cujit.CujitError, r"q is torch.float8_e4m3fn, k torch.float8_e4m3fn and v "
+                                                      "torch.float16: FP8 attention takes q, k and v all in"):
+            cujit.attention(q, k, v16, q_descale=qs, k_descale=ks, v_descale=vs)
+        with self.assertRaisesRegex(cujit.CujitError, r"q_descale has shape \[8\]; it must be \[B, Hkv\]"):
+            cujit.attention(q, k, v, q_descale=torch.ones(8, device="cuda"), k_descale=ks, v_descale=vs)
+        with self.assertRaisesRegex(TypeError, "q_descale must be a torch.Tensor or None, not float"):
+            cujit.attention(q, k, v, q_descale=0.5, k_descale=ks, v_descale=vs)
+        # The library's own check, passed through: out must be 16-bit.
+        with self.assertRaises(cujit.CujitError) as caught:
+            cujit.attention(q, k, v, q_descale=qs, k_descale=ks, v_descale=vs, out=torch.empty_like(q))
+        self.assertEqual(caught.exception.status, 1)  # CUJIT_INVALID_ARGUMENT
+        self.assertIn("out e4m3", str(caught.exception))
+
+
 @requires_gpu
 class NoBackwardYet(unittest.TestCase):
     def test_requires_grad_is_refused_at_the_call(self):
@@ -381,7 +497,7 @@ class EagerPath(unittest.TestCase):
         q, k, v = (torch.randn(2, 4, 96, 64, device="cuda", dtype=torch.float16) for _ in range(3))
         self.assertTrue(ops.direct(q, k, v, True))
         eager = cujit.attention(q, k, v, causal=True)
-        through_op, _ = torch.ops.cujit.attention(q, k, v, True, False, None, False)
+        through_op, _ = torch.ops.cujit.attention(q, k, v, None, None, None, True, False, None, False)
         self.assertTrue(torch.equal(eager, through_op))
         pq, pk, pv, lens, table = paged_case()
         self.assertTrue(torch.equal(cujit.attention_with_kvcache(pq, pk, pv, cache_seqlens=lens, block_table=table),

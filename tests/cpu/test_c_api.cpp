@@ -1,8 +1,9 @@
 // The C interface (bindings/c/cujit_c.h) without a GPU: arguments are
 // checked before any device work, failures come back as statuses with a
 // message naming what to fix, and a success clears the message; the same
-// for the serving functions (cujit_attention_with_kvcache, cujit_kv_plan_*)
-// and ragged batches (cujit_attention_varlen).
+// for the serving functions (cujit_attention_with_kvcache, cujit_kv_plan_*),
+// ragged batches (cujit_attention_varlen) and FP8 inputs' descale factors
+// (cujit_options.q_descale, ...: each reaches jit::AttentionOptions::descale).
 // Its GPU half (same bits as the C++ interface) is in
 // tests/gpu/test_c_api_gpu.cpp.
 #include "bindings/c/cujit_c.h"
@@ -308,6 +309,110 @@ TEST(CApi, KvPlanCreateWithoutAGpuIsNoDevice) {
   EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_NO_DEVICE) << cujit_last_error();
   EXPECT_EQ(plan, nullptr);
   EXPECT_STRNE(cujit_last_error(), "");
+}
+
+// q, k and v e4m3, out bf16, for B = 2, Hq = 8, Hkv = 2, S = 128, D = 64,
+// with descale factors at made-up float-aligned addresses.
+struct Fp8Args {
+  static cujit_tensor e4m3(std::int64_t h, int slot) {
+    cujit_tensor t = bhsd(2, h, 128, 64, slot);
+    t.dtype = CUJIT_E4M3;
+    return t;
+  }
+  static cujit_tensor bf16(int slot) {
+    cujit_tensor t = bhsd(2, 8, 128, 64, slot);
+    t.dtype = CUJIT_BF16;
+    return t;
+  }
+  cujit_tensor q = e4m3(8, 0), k = e4m3(2, 1), v = e4m3(2, 2), out = bf16(3);
+  cujit_options options = descaled();
+  static cujit_options descaled() {
+    cujit_options o{};
+    o.q_descale = reinterpret_cast<const float*>(fake_i32(4));
+    o.k_descale = reinterpret_cast<const float*>(fake_i32(5));
+    o.v_descale = reinterpret_cast<const float*>(fake_i32(6));
+    return o;
+  }
+  cujit_status call() const { return cujit_attention(&q, &k, &v, &out, &options); }
+  cujit_status plan() const {
+    char name[64];
+    return cujit_plan(&q, &k, &v, &out, &options, name, sizeof name);
+  }
+};
+
+// jit::attention checks the factors before it looks for a device: each
+// field's own message comes back, so each field reaches the library.
+TEST(CApi, Fp8MissingOrMisalignedDescalesNameTheField) {
+  for (int missing = 0; missing < 3; ++missing) {
+    Fp8Args a;
+    const float** fields[] = {&a.options.q_descale, &a.options.k_descale, &a.options.v_descale};
+    *fields[missing] = nullptr;
+    const std::string named = std::string("options.descale.") + "qkv"[missing] + " is null";
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has(named)) << cujit_last_error();
+    EXPECT_EQ(a.plan(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has(named)) << cujit_last_error();
+
+    *fields[missing] = reinterpret_cast<const float*>(std::uintptr_t{0x70000002});
+    EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+    EXPECT_TRUE(has(std::string("options.descale.") + "qkv"[missing] + " must be 4-byte aligned"))
+        << cujit_last_error();
+  }
+  Fp8Args none;
+  none.options = cujit_options{};  // no factors at all, as a caller of ABI version 2 would pass
+  EXPECT_EQ(none.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.descale.q is null")) << cujit_last_error();
+}
+
+TEST(CApi, Fp8DescaleStridesAreReadOnlyWhenFlagged) {
+  Fp8Args a;
+  a.options.descale_strides[0] = -1;
+  a.options.descale_strides[1] = 0;
+  a.options.has_descale_strides = 1;
+  EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.descale.strides are {-1, 0}")) << cujit_last_error();
+  a.options.descale_strides[0] = INT64_MAX / 2;  // batch 1's factors past a 64-bit offset
+  EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("reach past a 64-bit offset")) << cujit_last_error();
+  if (jit::gpu_present()) GTEST_SKIP() << "a GPU is present: the fake pointers here must not reach it";
+  a.options.has_descale_strides = 0;  // the same strides, not read: a contiguous [B, Hkv] instead
+  EXPECT_EQ(a.call(), CUJIT_NO_DEVICE) << cujit_last_error();
+  a.options.descale_strides[0] = a.options.descale_strides[1] = 0;  // one factor per tensor
+  a.options.has_descale_strides = 1;
+  EXPECT_EQ(a.call(), CUJIT_NO_DEVICE) << cujit_last_error();
+  EXPECT_EQ(a.plan(), CUJIT_NO_DEVICE) << cujit_last_error();
+}
+
+TEST(CApi, Fp8DescalesWith16BitInputsAndMixedDtypesAreRefused) {
+  const cujit_tensor q = bhsd(2, 8, 128, 64, 0), k = bhsd(2, 2, 128, 64, 1), v = bhsd(2, 2, 128, 64, 2),
+                     out = bhsd(2, 8, 128, 64, 3);
+  const cujit_options options = Fp8Args::descaled();
+  EXPECT_EQ(cujit_attention(&q, &k, &v, &out, &options), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.descale.q is set but q is f16")) << cujit_last_error();
+  cujit_options strides_only{};
+  strides_only.has_descale_strides = 1;
+  EXPECT_EQ(cujit_attention(&q, &k, &v, &out, &strides_only), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.descale.strides is set")) << cujit_last_error();
+
+  Fp8Args mixed;
+  mixed.v.dtype = CUJIT_F16;
+  EXPECT_EQ(mixed.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("got q e4m3, k e4m3, v f16, out bf16")) << cujit_last_error();
+  Fp8Args fp8_out;
+  fp8_out.out.dtype = CUJIT_E4M3;
+  EXPECT_EQ(fp8_out.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("out e4m3")) << cujit_last_error();
+}
+
+TEST(CApi, Fp8RaggedBatchIsUnsupportedAfterItsDescalesAreChecked) {
+  VarlenArgs a;
+  for (cujit_tensor* t : {&a.q, &a.k, &a.v}) t->dtype = CUJIT_E4M3;
+  a.out.dtype = CUJIT_BF16;
+  EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("options.descale.q is null")) << cujit_last_error();
+  const cujit_options options = Fp8Args::descaled();
+  EXPECT_EQ(a.call(&options), CUJIT_UNSUPPORTED);
+  EXPECT_TRUE(has("FP8 (e4m3) attention takes dense batches")) << cujit_last_error();
 }
 
 TEST(CApi, VarlenNullArgumentsAreInvalidArgumentsNamingThem) {

@@ -1,12 +1,14 @@
 // The C interface on a GPU: cujit_attention writes the same bits as
 // jit::attention for the same arguments (strided layouts, GQA, causal
 // bottom-right, an explicit scale, the LSE), and cujit_plan names the
-// variant plan_attention names; likewise the serving functions against
+// variant plan_attention names; likewise for FP8 inputs with descale factors
+// (cujit_options.q_descale, ...), and the serving functions against
 // jit/serving.h. libcujit_c.so holds its own copy of the runtime, so this
 // also checks that the shared library works on its own.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <random>
 #include <string>
@@ -14,8 +16,11 @@
 
 #include "attention_check.h"
 #include "bindings/c/cujit_c.h"
+#include "fp8_emulation.h"
 #include "gpu_test_support.h"
 #include "jit/attention.h"
+#include "jit/device.h"
+#include "jit/error.h"
 #include "jit/serving.h"
 
 namespace cujit_test {
@@ -24,7 +29,7 @@ namespace {
 cujit_tensor c_tensor(const jit::TensorView& v) {
   cujit_tensor t{};
   t.data = v.data;
-  t.dtype = v.dtype == jit::DType::f16 ? CUJIT_F16 : CUJIT_BF16;
+  t.dtype = v.dtype == jit::DType::e4m3 ? CUJIT_E4M3 : v.dtype == jit::DType::f16 ? CUJIT_F16 : CUJIT_BF16;
   for (int i = 0; i < 4; ++i) {
     t.shape[i] = v.shape[i];
     t.strides[i] = v.strides[i];
@@ -91,6 +96,78 @@ TEST(CApiGpu, SameBitsAsTheCppInterface) {
     const jit::AttentionPlan plan = jit::plan_attention(in.dq.view, in.dk.view, in.dv.view, out_cpp.view, cpp_options);
     EXPECT_EQ(std::string(name), plan.family + "/" + plan.variant);
   }
+}
+
+// e4m3 q, k and v with one factor per KV head (strides {0, 1} through the
+// C struct), bf16 out, GQA, causal bottom-right, the LSE: the same bits as
+// jit::attention, within the FP8 suite's bound of the float64 reference on
+// the dequantized inputs. Before sm_89 both interfaces refuse it.
+TEST(CApiGpu, Fp8SameBitsAsTheCppInterface) {
+  CUJIT_REQUIRE_GPU();
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  AttnCase c;
+  c.dtype = jit::DType::bf16;  // out's dtype
+  c.batch = 2;
+  c.heads_q = 4;
+  c.heads_kv = 2;
+  c.seq_q = 100;
+  c.seq_k = 300;
+  c.head_dim = 128;
+  c.mask = Mask::bottom_right;
+  const ReferenceProblem p = reference_problem(c);
+  const Dims4 q_dims{c.batch, c.heads_q, c.seq_q, c.head_dim}, kv_dims{c.batch, c.heads_kv, c.seq_k, c.head_dim};
+  const std::array<std::int64_t, 2> per_head{0, 1};
+  const Fp8Values in = quantize_fp8(p, rng.normal_vector(std::size_t(count(q_dims)), jit::DType::f16),
+                                    rng.normal_vector(std::size_t(count(kv_dims)), jit::DType::f16),
+                                    rng.normal_vector(std::size_t(count(kv_dims)), jit::DType::f16), per_head);
+  const TestTensor dq = make_tensor(Layout::bhsd, jit::DType::e4m3, q_dims, &in.q);
+  const TestTensor dk = make_tensor(Layout::bhsd, jit::DType::e4m3, kv_dims, &in.k);
+  const TestTensor dv = make_tensor(Layout::bhsd, jit::DType::e4m3, kv_dims, &in.v);
+  const jit::DeviceBuffer q_descale = upload_bytes(in.q_descale.data(), in.q_descale.size() * sizeof(float));
+  const jit::DeviceBuffer k_descale = upload_bytes(in.k_descale.data(), in.k_descale.size() * sizeof(float));
+  const jit::DeviceBuffer v_descale = upload_bytes(in.v_descale.data(), in.v_descale.size() * sizeof(float));
+  TestTensor out_cpp = make_tensor(Layout::bhsd, c.dtype, q_dims), out_c = make_tensor(Layout::bhsd, c.dtype, q_dims);
+  const std::size_t rows = std::size_t(c.batch * c.heads_q * c.seq_q);
+  jit::DeviceBuffer lse_cpp(rows * sizeof(float)), lse_c(rows * sizeof(float));
+  poison(out_c.buffer.data(), out_c.buffer.size());
+  poison(lse_c.data(), lse_c.size());
+
+  jit::AttentionOptions cpp_options = options_for(c, static_cast<float*>(lse_cpp.data()));
+  cpp_options.descale = {static_cast<const float*>(q_descale.data()), static_cast<const float*>(k_descale.data()),
+                         static_cast<const float*>(v_descale.data()), per_head};
+  cujit_options options = c_options(options_for(c, static_cast<float*>(lse_c.data())));
+  options.q_descale = cpp_options.descale.q;
+  options.k_descale = cpp_options.descale.k;
+  options.v_descale = cpp_options.descale.v;
+  options.descale_strides[0] = per_head[0];
+  options.descale_strides[1] = per_head[1];
+  options.has_descale_strides = 1;
+  const cujit_tensor q = c_tensor(dq.view), k = c_tensor(dk.view), v = c_tensor(dv.view), o = c_tensor(out_c.view);
+
+  ensure_context();
+  if (jit::detail::current_device().target.cc < 89) {
+    EXPECT_EQ(cujit_attention(&q, &k, &v, &o, &options), CUJIT_UNSUPPORTED) << cujit_last_error();
+    EXPECT_NE(std::string(cujit_last_error()).find("sm_89"), std::string::npos) << cujit_last_error();
+    EXPECT_THROW(jit::attention(dq.view, dk.view, dv.view, out_cpp.view, cpp_options), jit::Error);
+    return;
+  }
+  jit::attention(dq.view, dk.view, dv.view, out_cpp.view, cpp_options);
+  ASSERT_EQ(cujit_attention(&q, &k, &v, &o, &options), CUJIT_OK) << cujit_last_error();
+  synchronize();
+
+  const std::vector<std::uint16_t> bits_c = download_storage(out_c);
+  EXPECT_EQ(bits_c, download_storage(out_cpp));
+  EXPECT_EQ(download_u16(lse_c.data(), 2 * rows), download_u16(lse_cpp.data(), 2 * rows));
+  const ReferenceResult ref = reference_attention(p, in.q_real, in.k_real, in.v_real);
+  const ErrorReport emulated = compare(emulate_fp8_attention(p, in, c.dtype), ref.o);
+  expect_output_matches(gather_logical(bits_c, out_c.view), ref, p, 1.5 * emulated.rel_l2 + 1e-6);
+  expect_lse_matches(download_f32(lse_c.data(), rows), ref);
+
+  char name[256];
+  ASSERT_EQ(cujit_plan(&q, &k, &v, &o, &options, name, sizeof name), CUJIT_OK) << cujit_last_error();
+  const jit::AttentionPlan plan = jit::plan_attention(dq.view, dk.view, dv.view, out_cpp.view, cpp_options);
+  EXPECT_EQ(std::string(name), plan.family + "/" + plan.variant);
 }
 
 TEST(CApiGpu, HostPointerIsRefusedWithAMessage) {

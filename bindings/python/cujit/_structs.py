@@ -5,7 +5,7 @@ these in bindings/python/test_cujit_layout.py (no torch or GPU needed).
 """
 import ctypes
 
-ABI_VERSION = 2  # CUJIT_C_ABI_VERSION in bindings/c/cujit_c.h
+ABI_VERSION = 3  # CUJIT_C_ABI_VERSION in bindings/c/cujit_c.h
 DTYPE_CODES = {"float16": 0, "bfloat16": 1, "float8_e4m3fn": 2}  # cujit_dtype, by torch dtype name
 INVALID_ARGUMENT, UNSUPPORTED = 1, 2  # cujit_status
 
@@ -17,7 +17,9 @@ class Tensor(ctypes.Structure):
 
 class Options(ctypes.Structure):
     _fields_ = [("causal", ctypes.c_int32), ("bottom_right", ctypes.c_int32), ("scale", ctypes.c_float),
-                ("stream", ctypes.c_void_p), ("lse", ctypes.c_void_p)]
+                ("stream", ctypes.c_void_p), ("lse", ctypes.c_void_p),
+                ("q_descale", ctypes.c_void_p), ("k_descale", ctypes.c_void_p), ("v_descale", ctypes.c_void_p),
+                ("descale_strides", ctypes.c_int64 * 2), ("has_descale_strides", ctypes.c_int32)]
 
 
 class VarlenBatch(ctypes.Structure):

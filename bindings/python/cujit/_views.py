@@ -10,9 +10,10 @@ from . import _descale
 from . import _structs as s
 from ._library import CujitError
 
-# float8_e4m3fn is taken for KV caches only; the library refuses it elsewhere, saying so.
+# float8_e4m3fn is taken for attention's q, k and v and for KV caches; the
+# library refuses it elsewhere (out, a ragged batch), saying so.
 _DTYPES = {getattr(torch, name): code for name, code in s.DTYPE_CODES.items()}
-_TAKEN = "torch.float16 or torch.bfloat16 (torch.float8_e4m3fn for a KV cache)"
+_TAKEN = "torch.float16 or torch.bfloat16 (torch.float8_e4m3fn for attention's q, k and v, or a KV cache)"
 _BAD = s.INVALID_ARGUMENT
 
 
@@ -69,6 +70,24 @@ def options(q, causal, bottom_right, scale, lse):
     o.stream = stream(q.device)
     o.lse = None if lse is None else lse.data_ptr()
     return o
+
+
+def set_descales(o, q, k, v, q_descale, k_descale, v_descale):
+    """FP8 attention's descale factors into cujit_options o, after checking that e4m3 q, k and v have all
+    three (float32, on q's device) and 16-bit ones none."""
+    factors = {"q_descale": q_descale, "k_descale": k_descale, "v_descale": v_descale}
+    for name, t in factors.items():
+        if t is not None and not isinstance(t, torch.Tensor):
+            raise TypeError(f"{name} must be a torch.Tensor or None, not {type(t).__name__}")
+    strides = _descale.attention_descale_strides(
+        tuple(str(t.dtype) for t in (q, k, v)), q.shape[0], k.shape[1],
+        **{name: None if t is None else (t.shape, t.stride()) for name, t in factors.items()})
+    for name, t in factors.items():
+        if t is not None:
+            setattr(o, name, descale_factors(name, t, q.device))
+    if strides is not None:
+        o.descale_strides[:] = strides
+        o.has_descale_strides = 1
 
 
 # Attention over a KV cache (jit/serving.h), in FlashAttention's layouts. A
@@ -132,7 +151,8 @@ def kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_d
     if v_descale is not None:
         cache.v_descale = descale_factors("v_descale", v_descale, device)
     strides = _descale.descale_strides(batch, k_cache.shape[2],
-                                       *(None if t is None else (t.shape, t.stride()) for t in (k_descale, v_descale)))
+                                       **{name: None if t is None else (t.shape, t.stride())
+                                          for name, t in (("k_descale", k_descale), ("v_descale", v_descale))})
     if strides is not None:
         cache.descale_strides[:] = strides
         cache.has_descale_strides = 1

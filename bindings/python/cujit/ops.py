@@ -2,6 +2,7 @@
 cujit), and the functions that call them.
 
     out = cujit.attention(q, k, v, causal=True)                 # torch.ops.cujit.attention
+    out = cujit.attention(q8, k8, v8, q_descale=qs, k_descale=ks, v_descale=vs)   # FP8 (e4m3) in, bf16 out
     out = cujit.attention_with_kvcache(q, k_cache, v_cache, cache_seqlens=lens, block_table=table)
     out = cujit.attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=True)
 
@@ -34,7 +35,7 @@ __all__ = ["attention", "plan", "attention_varlen", "attention_with_kvcache"]
 
 def refuse_grad(call, *tensors):
     """No backward exists: say so at the call, not at backward()."""
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors):
         raise CujitError(_structs.UNSUPPORTED,
                          f"cujit.{call}: an input requires grad, and cujit has no backward pass yet. Call it under "
                          "torch.no_grad() or torch.inference_mode() (or pass tensors without requires_grad, e.g. "
@@ -42,11 +43,12 @@ def refuse_grad(call, *tensors):
 
 
 # Output allocation, shared by the real and the fake implementations so their
-# shapes, dtypes and strides agree: out is a contiguous tensor shaped like q;
-# lse is float32 (empty when not asked for).
+# shapes, dtypes and strides agree: out is a contiguous tensor shaped like q,
+# in q's dtype, or bfloat16 for FP8 q (as jit::attention allocates); lse is
+# float32 (empty when not asked for).
 
 def _like_q(q):
-    return q.new_empty(q.shape)
+    return q.new_empty(q.shape, dtype=torch.bfloat16 if q.dtype == torch.float8_e4m3fn else q.dtype)
 
 
 def _lse(q, shape, wanted):
@@ -71,10 +73,11 @@ def _or_none(lse):
 
 # The C calls.
 
-def _dense(fn, q, k, v, out, causal, bottom_right, scale, lse, *extra):
+def _dense(fn, q, k, v, out, descales, causal, bottom_right, scale, lse, *extra):
     device = _views.cuda_q(q)
     views = [_views.tensor(n, t) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
     options = _views.options(q, causal, bottom_right, scale, lse)
+    _views.set_descales(options, q, k, v, *descales)
     lib = library()
     with torch.cuda.device(device):  # cujit runs on the calling thread's current context
         status = getattr(lib, fn)(*[ctypes.byref(x) for x in views], ctypes.byref(options), *extra)
@@ -143,10 +146,13 @@ def call(op, impl, *args):
 # CPU tensor reaches the checks above and gets cujit's message rather than
 # the dispatcher's "no kernel for CPU".
 
-def _attention_impl(q: Tensor, k: Tensor, v: Tensor, causal: bool, bottom_right: bool, scale: Optional[float],
+# q_descale, k_descale, v_descale: FP8 (e4m3) q, k and v's float32 factors, else None.
+def _attention_impl(q: Tensor, k: Tensor, v: Tensor, q_descale: Optional[Tensor], k_descale: Optional[Tensor],
+                  v_descale: Optional[Tensor], causal: bool, bottom_right: bool, scale: Optional[float],
                   return_lse: bool) -> Tuple[Tensor, Tensor]:
     out, lse = _like_q(q), _lse(q, _dense_lse_shape(q), return_lse)
-    _dense("cujit_attention", q, k, v, out, causal, bottom_right, scale, _or_none(lse))
+    _dense("cujit_attention", q, k, v, out, (q_descale, k_descale, v_descale), causal, bottom_right, scale,
+           _or_none(lse))
     return out, lse
 
 
@@ -154,13 +160,14 @@ _attention_op = torch.library.custom_op("cujit::attention", _attention_impl, mut
 
 
 @_attention_op.register_fake
-def _(q, k, v, causal, bottom_right, scale, return_lse):
+def _(q, k, v, q_descale, k_descale, v_descale, causal, bottom_right, scale, return_lse):
     return _like_q(q), _lse(q, _dense_lse_shape(q), return_lse)
 
 
-def _attention_out_impl(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optional[Tensor], causal: bool,
-                      bottom_right: bool, scale: Optional[float]) -> None:
-    _dense("cujit_attention", q, k, v, output, causal, bottom_right, scale, lse)
+def _attention_out_impl(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optional[Tensor],
+                      q_descale: Optional[Tensor], k_descale: Optional[Tensor], v_descale: Optional[Tensor],
+                      causal: bool, bottom_right: bool, scale: Optional[float]) -> None:
+    _dense("cujit_attention", q, k, v, output, (q_descale, k_descale, v_descale), causal, bottom_right, scale, lse)
 
 
 _attention_out_op = torch.library.custom_op("cujit::attention_out", _attention_out_impl,
@@ -168,7 +175,7 @@ _attention_out_op = torch.library.custom_op("cujit::attention_out", _attention_o
 
 
 @_attention_out_op.register_fake
-def _(q, k, v, output, lse, causal, bottom_right, scale):
+def _(q, k, v, output, lse, q_descale, k_descale, v_descale, causal, bottom_right, scale):
     return None
 
 
@@ -256,7 +263,8 @@ def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_desc
 
 # The calls.
 
-def attention(q, k, v, *, causal=False, bottom_right=False, scale=None, out=None, return_lse=False):
+def attention(q, k, v, *, causal=False, bottom_right=False, scale=None, out=None, return_lse=False,
+              q_descale=None, k_descale=None, v_descale=None):
     """softmax(scale * q k^T [+ causal mask]) v; returns out, or (out, lse) with return_lse.
 
     q: [B, Hq, Sq, D], k and v: [B, Hkv, Sk, D], float16 or bfloat16 CUDA
@@ -267,21 +275,34 @@ def attention(q, k, v, *, causal=False, bottom_right=False, scale=None, out=None
     defaults to 1/sqrt(D). lse is float32 [B, Hq, Sq], the natural-log sum
     of exp per query row. Enqueued on the current stream; the first call
     for a new shape class compiles and tunes (CUJIT_* knobs apply).
+
+    FP8: q, k and v all torch.float8_e4m3fn (sm_89 or newer, head dim 64 or
+    128, dense batches) with q_descale, k_descale and v_descale, float32
+    factors on q's device as FlashAttention-3's: the value attended to is
+    the stored e4m3 value times its factor; [B, Hkv] (one per sequence and
+    KV head, any strides; a query head takes its KV head's), [Hkv] (one per
+    KV head) or one element (one for the tensor), all three of one shape and
+    strides. out is bfloat16 unless an out (float16 or bfloat16) is given.
+    The scores are exact products of the e4m3 values; the probabilities are
+    rounded to e4m3 for the product with v.
     """
-    refuse_grad("attention", q, k, v)
+    refuse_grad("attention", q, k, v, q_descale, k_descale, v_descale)
     if out is None:
-        out, lse = call(torch.ops.cujit.attention, _attention_impl, q, k, v, causal, bottom_right, scale, return_lse)
+        out, lse = call(torch.ops.cujit.attention, _attention_impl, q, k, v, q_descale, k_descale, v_descale, causal,
+                        bottom_right, scale, return_lse)
     else:
         lse = q.new_empty(_dense_lse_shape(q), dtype=torch.float32) if return_lse else None
-        call(torch.ops.cujit.attention_out, _attention_out_impl, q, k, v, out, lse, causal, bottom_right, scale)
+        call(torch.ops.cujit.attention_out, _attention_out_impl, q, k, v, out, lse, q_descale, k_descale, v_descale,
+             causal, bottom_right, scale)
     return (out, lse) if return_lse else out
 
 
-def plan(q, k, v, *, causal=False, bottom_right=False, scale=None):
+def plan(q, k, v, *, causal=False, bottom_right=False, scale=None, q_descale=None, k_descale=None, v_descale=None):
     """The "family/variant" attention() would launch for these arguments (tuning it if needed)."""
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    out = _like_q(q)
     buffer = ctypes.create_string_buffer(256)
-    _dense("cujit_plan", q, k, v, out, causal, bottom_right, scale, None, buffer, ctypes.sizeof(buffer))
+    _dense("cujit_plan", q, k, v, out, (q_descale, k_descale, v_descale), causal, bottom_right, scale, None, buffer,
+           ctypes.sizeof(buffer))
     return buffer.value.decode()
 
 
