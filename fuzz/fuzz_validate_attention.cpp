@@ -3,13 +3,16 @@
 // options straight from the input, the overflowing ones included.
 //
 // Input (zero-padded): per tensor q, k, v, out: u64 address, u8 dtype
-// (bit 0), 4 x i64 shape, 4 x i64 strides; then u8 flags (causal,
-// bottom-right), f32 scale (0: default), u64 lse address. Mode byte: unused.
+// (f16, bf16, e4m3), 4 x i64 shape, 4 x i64 strides; then u8 flags (causal,
+// bottom-right, descale strides given), f32 scale (0: default), u64 lse
+// address, 3 x u64 descale addresses (q, k, v), 2 x i64 descale strides.
+// Mode byte: unused.
 // Only jit::Error(InvalidArgument) may escape validation. A view it accepts
 // is empty, or has a non-null 16-byte-aligned pointer and a byte extent that
 // fits in the address space (recomputed in 128 bits). A refused call is
 // refused by cujit_attention and cujit_plan too, with the same message; an
 // accepted one is not run (no device work from a fuzzer).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -46,7 +49,8 @@ bool fits_address_space(const jit::TensorView& t) {
   }
   unsigned __int128 last = 0;
   for (int i = 0; i < 4; ++i) last += (unsigned __int128)(t.shape[i] - 1) * (unsigned __int128)t.strides[i];
-  const unsigned __int128 end = (unsigned __int128)reinterpret_cast<std::uintptr_t>(t.data) + (last + 1) * 2;
+  const unsigned __int128 end =
+      (unsigned __int128)reinterpret_cast<std::uintptr_t>(t.data) + (last + 1) * jit::element_size(t.dtype);
   if (end > (unsigned __int128)UINTPTR_MAX) return false;
   return t.data != nullptr && reinterpret_cast<std::uintptr_t>(t.data) % 16 == 0;
 }
@@ -83,9 +87,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.align = c_options.bottom_right ? jit::CausalAlign::BottomRight : jit::CausalAlign::TopLeft;
   if (c_options.scale != 0.f) options.scale = c_options.scale;
   options.lse = c_options.lse;
+  c_options.q_descale = reinterpret_cast<const float*>(r.next<std::uint64_t>());
+  c_options.k_descale = reinterpret_cast<const float*>(r.next<std::uint64_t>());
+  c_options.v_descale = reinterpret_cast<const float*>(r.next<std::uint64_t>());
+  for (auto& stride : c_options.descale_strides) stride = r.next<std::int64_t>();
+  c_options.has_descale_strides = (flags >> 2) & 1;
+  options.descale.q = c_options.q_descale;
+  options.descale.k = c_options.k_descale;
+  options.descale.v = c_options.v_descale;
+  if (c_options.has_descale_strides) {
+    options.descale.strides = std::array<std::int64_t, 2>{c_options.descale_strides[0], c_options.descale_strides[1]};
+  }
 
   std::string refused;
-  cujit_status expected = CUJIT_INVALID_ARGUMENT;
+  const cujit_status expected = CUJIT_INVALID_ARGUMENT;
   try {
     const jit::detail::AttnProblem p = jit::detail::validate_attention(views[0], views[1], views[2], views[3], options);
     for (const jit::TensorView& v : views) {
@@ -94,10 +109,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (p.batch != views[0].shape[0] || p.seq_k != views[1].shape[2]) fuzz::violated("the problem's sizes differ");
   } catch (const jit::Error& e) {
-    // Valid FP8 tensors are refused as Unsupported (FP8 is for KV caches).
-    const bool fp8 = e.code() == jit::ErrorCode::Unsupported && views[0].dtype == jit::DType::e4m3;
-    if (e.code() != jit::ErrorCode::InvalidArgument && !fp8) fuzz::violated("validation threw another error code");
-    if (fp8) expected = CUJIT_UNSUPPORTED;
+    if (e.code() != jit::ErrorCode::InvalidArgument) fuzz::violated("validation threw another error code");
     refused = e.what();
   }
   if (refused.empty()) return 0;
