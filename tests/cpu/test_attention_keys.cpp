@@ -162,7 +162,7 @@ TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   const jit::Json sm90_config = sm90.default_config(spec, jit::offline_target("sm_90a"));
   EXPECT_EQ(sm90_config, (jit::Json{{"bm", 128}, {"bn", 128}, {"stages", 2}}));
   EXPECT_EQ(sm90.variant_name(spec, sm90_config), "attn_fwd_sm90_d128_bf16_causal_bm128_bn128_st2");
-  EXPECT_EQ(sm90.name_expression(spec, sm90_config), "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, false>");
+  EXPECT_EQ(sm90.name_expression(spec, sm90_config), "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, false, cujit::bf16>");
   const auto& portable = jit::detail::portable_attention_family();
   const jit::Json portable_config = portable.default_config(spec, jit::offline_target("sm_89"));
   EXPECT_EQ(portable_config, (jit::Json{{"bm", 128}, {"bn", 64}, {"stages", 2}, {"warps", 8}}));
@@ -174,9 +174,17 @@ TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   varlen["varlen"] = true;
   EXPECT_EQ(sm90.variant_name(varlen, sm90_config), "attn_fwd_sm90_d128_bf16_causal_varlen_bm128_bn128_st2");
   EXPECT_EQ(sm90.name_expression(varlen, sm90_config),
-            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, true>");
+            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, true, cujit::bf16>");
   EXPECT_EQ(portable.name_expression(varlen, portable_config),
             "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, true, cujit::bf16>");
+  // FP8 inputs: their own variants, the input type last.
+  jit::Json fp8 = spec;
+  fp8["qkv"] = "e4m3";
+  EXPECT_EQ(sm90.variant_name(fp8, sm90_config), "attn_fwd_sm90_d128_e4m3_to_bf16_causal_bm128_bn128_st2");
+  EXPECT_EQ(sm90.name_expression(fp8, sm90_config),
+            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, false, cujit::e4m3>");
+  EXPECT_EQ(portable.name_expression(fp8, portable_config),
+            "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, false, cujit::e4m3>");
   EXPECT_EQ(sm90.config_space(spec).size(), 36u);
   EXPECT_EQ(portable.config_space(spec).size(), 24u);
 }
