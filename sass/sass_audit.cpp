@@ -117,10 +117,13 @@ bool has_modifier(const std::string& opcode, const std::string& modifier) {
   return opcode.find("." + modifier) != std::string::npos;
 }
 
+// wgmma in SASS: HGMMA for 16-bit operands, QGMMA for 8-bit ones.
+bool is_wgmma(const std::string& base) { return base == "HGMMA" || base == "QGMMA"; }
+
 // How many registers a destination spans.
 int destination_width(const Instruction& in) {
   const std::string base = base_opcode(in.opcode);
-  if (base == "HGMMA") {
+  if (is_wgmma(base)) {
     static const std::regex shape(R"(\.64x(\d+)x)");
     std::smatch m;
     if (std::regex_search(in.opcode, m, shape)) return std::stoi(m[1]) / 2;
@@ -164,8 +167,8 @@ bool loads_global(const std::string& base) { return base == "LDG" || base == "LD
 // local memory, and wgmma (which reads its operands from shared memory).
 bool loads_data(const std::string& base) {
   static const std::set<std::string> loads = {"LDG", "LDS", "LDSM", "LD", "LDL", "ATOM", "ATOMS", "ATOMG",
-                                              "HGMMA", "TLD", "TEX", "SULD", "SUATOM"};
-  return loads.count(base) > 0;
+                                              "TLD", "TEX", "SULD", "SUATOM"};
+  return loads.count(base) > 0 || is_wgmma(base);
 }
 bool reads_sync_state(const std::string& base) { return base == "SYNCS"; }
 
@@ -219,7 +222,7 @@ std::vector<std::size_t> destination_operands(const Instruction& in) {
 // and R2P (which writes only the predicates its mask names).
 bool reads_destination(const Instruction& in) {
   const std::string base = base_opcode(in.opcode);
-  return base == "HGMMA" || base == "HMMA" || base == "R2P" ||
+  return is_wgmma(base) || base == "HMMA" || base == "R2P" ||
          (base == "R2UR" && (has_modifier(in.opcode, "OR") || has_modifier(in.opcode, "AND")));
 }
 

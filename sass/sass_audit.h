@@ -89,7 +89,7 @@ struct Audit {
 };
 
 // Opcode families counted, by prefix.
-inline const std::vector<std::string> kCountedOpcodes = {"HGMMA", "HMMA",   "UTMALDG", "UTMASTG", "LDGSTS",
+inline const std::vector<std::string> kCountedOpcodes = {"HGMMA", "QGMMA", "HMMA",   "UTMALDG", "UTMASTG", "LDGSTS",
                                                          "LDG",   "STG",    "LDS",     "STS",     "LDSM",
                                                          "LDL",   "STL",    "MUFU.EX2", "BAR",    "SYNCS"};
 

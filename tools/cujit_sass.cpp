@@ -210,15 +210,15 @@ std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, co
 }
 
 void print_table(const std::vector<Variant>& variants, bool explain) {
-  fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5} {:>9}\n",
-             "variant", "regs", "spill", "local", "shared", "HGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDGSTS", "LDL",
-             "STL", "branches", "data", "exp2|P V");
+  fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5} {:>9}\n",
+             "variant", "regs", "spill", "local", "shared", "HGMMA", "QGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDGSTS",
+             "LDL", "STL", "branches", "data", "exp2|P V");
   for (const Variant& v : variants) {
     const auto& c = v.audit.counts;
     const auto& r = v.resources;
-    fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5} {:>9}\n", v.name,
-               r.value("registers", -1), r.value("spill_store_bytes", 0) + r.value("spill_load_bytes", 0),
-               r.value("local_bytes", 0), r.value("static_shared_bytes", 0), c.at("HGMMA"), c.at("HMMA"),
+    fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5} {:>9}\n",
+               v.name, r.value("registers", -1), r.value("spill_store_bytes", 0) + r.value("spill_load_bytes", 0),
+               r.value("local_bytes", 0), r.value("static_shared_bytes", 0), c.at("HGMMA"), c.at("QGMMA"), c.at("HMMA"),
                c.at("UTMALDG"), c.at("UTMASTG"), c.at("LDGSTS"), c.at("LDL"), c.at("STL"), v.audit.branches.size(),
                v.audit.data_branches(), v.audit.exp2_under_wgmma);
     for (const auto& b : v.audit.branches) {

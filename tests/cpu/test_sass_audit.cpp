@@ -117,6 +117,16 @@ TEST(SassAudit, WgmmaAccumulatorsCarryData) {
   EXPECT_EQ(kind_at(a, 0x20), BranchKind::data);
 }
 
+// 8-bit wgmma (FP8 inputs) is QGMMA in SASS: counted, and its accumulators
+// carry data as HGMMA's do (m64n128: 64 registers from R24; R87 the last).
+TEST(SassAudit, Fp8WgmmaIsCountedAndItsAccumulatorsCarryData) {
+  const auto a = audit({"QGMMA.64x128x32.F32.E4M3.E4M3 R24, gdesc[UR8], RZ, !UPT, gsb0",
+                        "FSETP.GT.AND P0, PT, R87, RZ, PT", "@P0 BRA 0x40", "NOP", "EXIT"});
+  EXPECT_EQ(a.counts.at("QGMMA"), 1);
+  EXPECT_EQ(a.counts.at("HGMMA"), 0);
+  EXPECT_EQ(kind_at(a, 0x20), BranchKind::data);
+}
+
 TEST(SassAudit, MbarrierWaitLoopIsASyncBranch) {
   const auto a = audit({"SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4+0x30000], R5", "@!P0 BRA 0x0", "EXIT"});
   EXPECT_EQ(kind_at(a, 0x10), BranchKind::sync);
