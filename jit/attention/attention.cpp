@@ -53,14 +53,7 @@ Prepared prepare(const detail::AttnProblem& problem, const detail::AttnTensors& 
     if (!scratch_workspace || scratch_workspace->size() < plan.workspace_bytes) {
       scratch_workspace.emplace(plan.workspace_bytes);
     }
-    detail::AttnTensors candidate{t.q, t.k, t.v, scratch_view, nullptr};
-    candidate.cu_seqlens_q = t.cu_seqlens_q;
-    candidate.cu_seqlens_k = t.cu_seqlens_k;
-    candidate.q_descale = t.q_descale;
-    candidate.k_descale = t.k_descale;
-    candidate.v_descale = t.v_descale;
-    candidate.descale_strides = t.descale_strides;
-    family.launch(plan, problem, candidate, scratch_workspace->data(), s);
+    family.launch(plan, problem, t.with_output(scratch_view, nullptr), scratch_workspace->data(), s);
   };
   p.config = choose_config(family, p.spec, family.bucket(problem), run, stream);
   return p;
@@ -167,8 +160,8 @@ void attention_varlen(const TensorView& q, const TensorView& k, const TensorView
   const detail::AttnProblem problem = detail::validate_attention_varlen(q, k, v, out, batch, options);
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
-  detail::check_placement(q, k, v, out, options.lse, device);
-  detail::AttnTensors t{q, k, v, out, options.lse};
+  check_on_device(problem, q, k, v, out, options, device);
+  detail::AttnTensors t = tensors_of(problem, q, k, v, out, options);
   t.cu_seqlens_q = batch.cu_seqlens_q;
   t.cu_seqlens_k = batch.cu_seqlens_k;
   if (detail::knobs().check) detail::check_varlen_contents(problem, t, options.stream);
