@@ -16,11 +16,14 @@
 #include <vector>
 
 #include "attention_check.h"
+#include "family_configs.h"
 #include "fp8_emulation.h"
 #include "gpu_test_support.h"
 #include "jit/attention.h"
 #include "jit/device.h"
 #include "jit/error.h"
+#include "jit/attention/attention_family.h"
+#include "jit/attention/attention_problem.h"
 
 namespace cujit_test {
 namespace {
@@ -79,66 +82,88 @@ double sixteen_bit_error(const AttnCase& c, const Fp8Values& in, const Reference
   return compare(gather_logical(download_storage(out), out.view), ref.o).rel_l2;
 }
 
+// One case's inputs on the device (quantized from fresh normal values), its
+// options, and the truth and the bar its output is held to.
+struct Fp8Run {
+  Fp8Values in;
+  TestTensor q, k, v, out;  // out poisoned
+  jit::DeviceBuffer q_descale, k_descale, v_descale, lse;
+  jit::AttentionOptions options;
+  ReferenceProblem problem;
+  ReferenceResult ref;
+  ErrorReport emulated;  // the fp32 emulation's error against ref
+};
+
+Fp8Run prepare(const Fp8Case& fc, TestRng& rng) {
+  const AttnCase& c = fc.attn;
+  Fp8Run r;
+  r.problem = reference_problem(c);
+  const Dims4 q_dims{c.batch, c.heads_q, c.seq_q, c.head_dim}, kv_dims{c.batch, c.heads_kv, c.seq_k, c.head_dim};
+  r.in = quantize_fp8(r.problem, rng.normal_vector(std::size_t(count(q_dims)), DType::f16),
+                      rng.normal_vector(std::size_t(count(kv_dims)), DType::f16),
+                      rng.normal_vector(std::size_t(count(kv_dims)), DType::f16), strides_of(fc));
+  r.q = make_tensor(c.q_layout, DType::e4m3, q_dims, &r.in.q);
+  r.k = make_tensor(c.kv_layout, DType::e4m3, kv_dims, &r.in.k);
+  r.v = make_tensor(c.kv_layout, DType::e4m3, kv_dims, &r.in.v);
+  r.out = make_tensor(c.out_layout, c.dtype, q_dims);
+  r.q_descale = upload_bytes(r.in.q_descale.data(), r.in.q_descale.size() * sizeof(float));
+  r.k_descale = upload_bytes(r.in.k_descale.data(), r.in.k_descale.size() * sizeof(float));
+  r.v_descale = upload_bytes(r.in.v_descale.data(), r.in.v_descale.size() * sizeof(float));
+  r.lse = jit::DeviceBuffer(c.lse ? std::size_t(c.batch * c.heads_q * c.seq_q) * sizeof(float) : 0);
+  poison(r.lse.data(), r.lse.size());
+  r.options = options_for(c, static_cast<float*>(r.lse.data()));
+  r.options.descale = {static_cast<const float*>(r.q_descale.data()), static_cast<const float*>(r.k_descale.data()),
+                       static_cast<const float*>(r.v_descale.data()),
+                       fc.descales == Descales::per_batch_head ? std::nullopt : std::optional(strides_of(fc))};
+  r.ref = reference_attention(r.problem, r.in.q_real, r.in.k_real, r.in.v_real);
+  r.emulated = compare(emulate_fp8_attention(r.problem, r.in, c.dtype), r.ref.o);
+  return r;
+}
+
+// The output (and LSE) a kernel wrote into r.out, against the bar: 1.5x the
+// emulation's error. Returns the output's error.
+ErrorReport expect_within_the_emulations_error(const Fp8Case& fc, const Fp8Run& r) {
+  // The bar itself must be a real one: P in e4m3 costs a few percent.
+  EXPECT_LT(r.emulated.rel_l2, 0.1) << "the emulation is far off the reference: " << r.emulated.describe();
+  const std::vector<std::uint16_t> storage = download_storage(r.out);
+  const std::vector<float> got = gather_logical(storage, r.out.view);
+  expect_output_matches(got, r.ref, r.problem, 1.5 * r.emulated.rel_l2 + 1e-6);
+  EXPECT_EQ(count_clobbered_padding(storage, r.out.view), 0)
+      << "elements of the output buffer outside the output view were written";
+  // Hopper's 8-bit wgmma adds its products with fewer bits than fp32 (the
+  // scores of e4m3 values up to 448 come out within about 1e-3, measured),
+  // so the LSE gets a looser bound than the 16-bit kernels' 1e-3.
+  constexpr double kFp8LseTolerance = 4e-3;
+  if (fc.attn.lse) {
+    expect_lse_matches(download_f32(r.lse.data(), r.lse.size() / sizeof(float)), r.ref, kFp8LseTolerance);
+  }
+  return compare(got, r.ref.o);
+}
+
 TEST_P(Fp8AttentionGpu, WithinTheEmulationsErrorOfTheReference) {
   const Fp8Case& fc = GetParam();
   const AttnCase& c = fc.attn;
   TestRng rng;
   SCOPED_TRACE(fp8_case_name(fc));
   SCOPED_TRACE(rng.describe());
-  const ReferenceProblem p = reference_problem(c);
-  const Dims4 q_dims{c.batch, c.heads_q, c.seq_q, c.head_dim}, kv_dims{c.batch, c.heads_kv, c.seq_k, c.head_dim};
-  const Fp8Values in = quantize_fp8(p, rng.normal_vector(std::size_t(count(q_dims)), DType::f16),
-                                    rng.normal_vector(std::size_t(count(kv_dims)), DType::f16),
-                                    rng.normal_vector(std::size_t(count(kv_dims)), DType::f16), strides_of(fc));
-  const TestTensor dq = make_tensor(c.q_layout, DType::e4m3, q_dims, &in.q);
-  const TestTensor dk = make_tensor(c.kv_layout, DType::e4m3, kv_dims, &in.k);
-  const TestTensor dv = make_tensor(c.kv_layout, DType::e4m3, kv_dims, &in.v);
-  const TestTensor out = make_tensor(c.out_layout, c.dtype, q_dims);  // poisoned
-  const jit::DeviceBuffer q_descale = upload_bytes(in.q_descale.data(), in.q_descale.size() * sizeof(float));
-  const jit::DeviceBuffer k_descale = upload_bytes(in.k_descale.data(), in.k_descale.size() * sizeof(float));
-  const jit::DeviceBuffer v_descale = upload_bytes(in.v_descale.data(), in.v_descale.size() * sizeof(float));
-  const std::int64_t lse_count = c.batch * c.heads_q * c.seq_q;
-  jit::DeviceBuffer lse(c.lse ? std::size_t(lse_count) * sizeof(float) : 0);
-  poison(lse.data(), lse.size());
-  jit::AttentionOptions options = options_for(c, static_cast<float*>(lse.data()));
-  options.descale = {static_cast<const float*>(q_descale.data()), static_cast<const float*>(k_descale.data()),
-                     static_cast<const float*>(v_descale.data()),
-                     fc.descales == Descales::per_batch_head ? std::nullopt
-                                                             : std::optional(strides_of(fc))};
+  const Fp8Run r = prepare(fc, rng);
 
   if (!device_has_fp8()) {
     try {
-      jit::attention(dq.view, dk.view, dv.view, out.view, options);
+      jit::attention(r.q.view, r.k.view, r.v.view, r.out.view, r.options);
       ADD_FAILURE() << "FP8 attention ran on a GPU before sm_89";
     } catch (const jit::Error& e) {
       EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported) << e.what();
     }
     return;
   }
-  jit::attention(dq.view, dk.view, dv.view, out.view, options);
+  jit::attention(r.q.view, r.k.view, r.v.view, r.out.view, r.options);
   synchronize();
-
-  const std::vector<std::uint16_t> storage = download_storage(out);
-  const std::vector<float> got = gather_logical(storage, out.view);
-  const ReferenceResult ref = reference_attention(p, in.q_real, in.k_real, in.v_real);
-  const ErrorReport emulated = compare(emulate_fp8_attention(p, in, c.dtype), ref.o);
-  // The bar itself must be a real one: P in e4m3 costs a few percent.
-  EXPECT_LT(emulated.rel_l2, 0.1) << "the emulation is far off the reference: " << emulated.describe();
-  const double bound = 1.5 * emulated.rel_l2 + 1e-6;
-  expect_output_matches(got, ref, p, bound);
-  EXPECT_EQ(count_clobbered_padding(storage, out.view), 0)
-      << "elements of the output buffer outside the output view were written";
-  // Hopper's 8-bit wgmma adds its products with fewer bits than fp32 (the
-  // scores of e4m3 values up to 448 come out within about 1e-3, measured),
-  // so the LSE gets a looser bound than the 16-bit kernels' 1e-3.
-  constexpr double kFp8LseTolerance = 4e-3;
-  if (c.lse) expect_lse_matches(download_f32(lse.data(), std::size_t(lse_count)), ref, kFp8LseTolerance);
-
-  const ErrorReport report = compare(got, ref.o);
+  const ErrorReport report = expect_within_the_emulations_error(fc, r);
   std::printf("[fp8] %s: rel_l2 %.3e (emulation %.3e, ratio %.2f; %s kernel on the same values %.3e), max abs %.3e\n",
-              fp8_case_name(fc).c_str(), report.rel_l2, emulated.rel_l2,
-              emulated.rel_l2 > 0 ? report.rel_l2 / emulated.rel_l2 : 1.0, jit::to_string(c.dtype),
-              sixteen_bit_error(c, in, ref), report.max_abs);
+              fp8_case_name(fc).c_str(), report.rel_l2, r.emulated.rel_l2,
+              r.emulated.rel_l2 > 0 ? report.rel_l2 / r.emulated.rel_l2 : 1.0, jit::to_string(c.dtype),
+              sixteen_bit_error(c, r.in, r.ref), report.max_abs);
 }
 
 std::string param_name(const ::testing::TestParamInfo<Fp8Case>& info) { return fp8_case_name(info.param); }
@@ -218,6 +243,51 @@ std::vector<Fp8Case> group_and_descale_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(GroupsAndDescales, Fp8AttentionGpu, ::testing::ValuesIn(group_and_descale_cases()),
                          param_name);
+
+
+// Every FP8 config the tuner may pick (each family's, each key-block size),
+// not only the default the cases above run: both masks, ragged edges on
+// both sides of a key block, GQA.
+class Fp8EveryConfigGpu : public ::testing::TestWithParam<Fp8Case> {
+ protected:
+  void SetUp() override {
+    CUJIT_REQUIRE_GPU();
+    if (!device_has_fp8()) GTEST_SKIP() << "no FP8 tensor cores before sm_89";
+  }
+};
+
+TEST_P(Fp8EveryConfigGpu, WithinTheEmulationsErrorOfTheReference) {
+  const Fp8Case& fc = GetParam();
+  TestRng rng;
+  SCOPED_TRACE(fp8_case_name(fc));
+  SCOPED_TRACE(rng.describe());
+  Fp8Run r = prepare(fc, rng);
+  const jit::detail::AttnProblem problem =
+      jit::detail::validate_attention(r.q.view, r.k.view, r.v.view, r.out.view, r.options);
+  const std::array<std::int64_t, 2> strides = strides_of(fc);
+  const int configs = for_every_config(problem, [&](const jit::detail::AttentionFamily& family,
+                                                    const jit::detail::AttnPlan& plan, void* workspace) {
+    poison(r.out.buffer.data(), r.out.buffer.size());
+    poison(r.lse.data(), r.lse.size());
+    jit::detail::AttnTensors tensors{r.q.view, r.k.view, r.v.view, r.out.view, static_cast<float*>(r.lse.data())};
+    tensors.q_descale = static_cast<const float*>(r.q_descale.data());
+    tensors.k_descale = static_cast<const float*>(r.k_descale.data());
+    tensors.v_descale = static_cast<const float*>(r.v_descale.data());
+    tensors.descale_strides = strides;
+    family.launch(plan, problem, tensors, workspace, nullptr);
+    synchronize();
+    expect_within_the_emulations_error(fc, r);
+  });
+  EXPECT_GT(configs, 0) << "no family serves this FP8 problem here";
+}
+
+std::vector<Fp8Case> every_config_cases() {
+  return {make_case(DType::bf16, 128, 1, 2, 2, 1000, 1000, Mask::none),
+          make_case(DType::bf16, 128, 1, 2, 2, 1000, 1000, Mask::top_left),
+          make_case(DType::f16, 128, 2, 4, 2, 200, 700, Mask::bottom_right),
+          make_case(DType::f16, 64, 1, 2, 2, 333, 333, Mask::top_left)};
+}
+INSTANTIATE_TEST_SUITE_P(Configs, Fp8EveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 
 }  // namespace
 }  // namespace cujit_test

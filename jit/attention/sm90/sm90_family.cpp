@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstring>
@@ -37,18 +38,22 @@ cujit::sm90::SmemLayout layout_of(const AttnSpec& s, const Sm90Config& c) {
                    : layout_of(s.head_dim, c);
 }
 
-// FP8 inputs: V is transposed into [D][BN] rows of one 128-byte chunk
-// (BN = 128 keys), beside Q, K and V in the ring and O in 16 bits; D = 256
-// does not fit that in shared memory, and D = 64 (64-byte rows) has no
-// kernel here: the portable family serves both.
+// FP8 inputs: V is transposed into [D] rows of 128-byte chunks of keys,
+// beside Q, K and V in the ring and O in 16 bits; D = 256 does not fit that
+// in shared memory, and D = 64 (64-byte rows) has no kernel here: the
+// portable family serves both. BN: 128, or 192 (the softmax's fixed costs
+// per key block, the O rescale among them, over 1.5x the keys; with two
+// stages only, and a transposed chunk half used).
 constexpr int kFp8HeadDim = 128;
-constexpr int kFp8BlockN = 128;
+constexpr std::array<int, 2> kFp8BlockNs = {128, 192};
 
 // An estimate of the registers a consumer thread needs (it may use
 // smem_layout.h's consumer_registers): the O and S accumulators (fp32), P (S
-// converted to 16 bits), and addressing and softmax state, calibrated on the
-// ptxas reports of the shipped space.
-constexpr int estimated_registers(int head_dim, const Sm90Config& c) { return head_dim / 2 + c.bn * 3 / 4 + 32; }
+// converted to 16 bits, BN / 4, or to e4m3, BN / 8), and addressing and
+// softmax state, calibrated on the ptxas reports of the shipped space.
+constexpr int estimated_registers(int head_dim, const Sm90Config& c, bool fp8 = false) {
+  return head_dim / 2 + c.bn / 2 + c.bn / (fp8 ? 8 : 4) + 32;
+}
 
 // The config used without tuning: the tuned winners of most grid shapes
 // (docs/perf-log.md). At D = 64, three consumer warpgroups pay off only
@@ -144,7 +149,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     std::vector<Sm90Config> space;
     if (s.fp8_qkv) {
       for (int bm : {128, 192})
-        for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, kFp8BlockN, stages});
+        for (int bn : kFp8BlockNs)
+          for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
       return space;
     }
     for (int bm : {128, 192})
@@ -169,9 +175,11 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.bm != 64 && c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 1 to 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
-    if (s.fp8_qkv && (s.head_dim != kFp8HeadDim || c.bn != kFp8BlockN || c.bm == 64 || s.varlen)) {
-      return fmt::format("FP8 inputs take head dim {}, BN {}, two or three consumer warpgroups and dense batches",
-                         kFp8HeadDim, kFp8BlockN);
+    if (s.fp8_qkv && (s.head_dim != kFp8HeadDim ||
+                      std::find(kFp8BlockNs.begin(), kFp8BlockNs.end(), c.bn) == kFp8BlockNs.end() || c.bm == 64 ||
+                      s.varlen)) {
+      return fmt::format("FP8 inputs take head dim {}, BN {} or {}, two or three consumer warpgroups and dense batches",
+                         kFp8HeadDim, kFp8BlockNs[0], kFp8BlockNs[1]);
     }
     if (const int smem = layout_of(s, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
@@ -180,7 +188,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
       return fmt::format("needs {} bytes of shared memory, {} CTAs per SM leave {} each: lower BN or STAGES", smem,
                          cujit::sm90::ctas_per_sm(c.bm), budget);
     }
-    if (const int regs = estimated_registers(s.head_dim, c); regs > cujit::sm90::consumer_registers(c.bm, s.fp8_qkv)) {
+    if (const int regs = estimated_registers(s.head_dim, c, s.fp8_qkv);
+        regs > cujit::sm90::consumer_registers(c.bm, s.fp8_qkv)) {
       return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
                          c.bm / 64, cujit::sm90::consumer_registers(c.bm, s.fp8_qkv));
     }
@@ -188,7 +197,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
 
   Sm90Config typed_default_config(const AttnSpec& s, const Target&) const override {
-    if (s.fp8_qkv) return Sm90Config{128, kFp8BlockN, 2};
+    if (s.fp8_qkv) return Sm90Config{128, kFp8BlockNs[0], 2};
     return default_sm90_config(s.head_dim, s.causal);
   }
 

@@ -133,15 +133,16 @@ struct Mainloop {
 
   // O += P V. 16-bit: V is MN-major (head dim contiguous); 16 keys per
   // k-step are 16 rows of every chunk, chunks BN rows apart. FP8: V
-  // transposed, K-major ([D][BN], one 128-byte chunk of keys), as K is;
-  // 32 keys per k-step, 32 bytes apart in its rows.
+  // transposed, K-major ([BN / 128][D][128 keys]), as K is; 32 keys per
+  // k-step, 32 bytes apart in its rows, then on to the next chunk of keys.
   __device__ __forceinline__ void issue_pv(Output& o, const OperandP& pa, int stage) const {
     constexpr SmemLayout L = Traits::layout();
 #pragma unroll
     for (int kk = 0; kk < kPSteps; ++kk) {
       if constexpr (Traits::kFp8) {
-        static_assert(BN == kRowBytes, "the transposed V's rows are one 128-byte chunk of keys");
-        const u64 desc_vt = smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 32, 16, 1024);
+        constexpr int kStepsPerChunk = kRowBytes / 32;
+        const u32 step = sV + stage * L.vt_bytes + (kk / kStepsPerChunk) * D * kRowBytes + (kk % kStepsPerChunk) * 32;
+        const u64 desc_vt = smem_descriptor_sw128(step, 16, 1024);
         Wgmma<D, e4m3>::rs(o[0], pa[kk], desc_vt, 1);
       } else {
         const u64 desc_v = smem_descriptor_sw128(sV + stage * L.kv_bytes + kk * 16 * kRowBytes, BN * kRowBytes, 1024);

@@ -6,7 +6,9 @@
 // so each chunk is a run of 1024-byte swizzle atoms (8 rows) that wgmma
 // descriptors address directly. FP8 inputs add a ring of V transposed
 // ([D][BN], keys contiguous: 8-bit wgmma takes its B operand K-major only),
-// and O, in 16 bits, is twice Q's size.
+// and O, in 16 bits, is twice Q's size. The transposed ring's rows are
+// chunks of 128 keys ([BN / 128 chunks][D][128 bytes], the last chunk
+// partly used where BN is not a multiple of 128).
 #pragma once
 #include "common/host_device.h"
 
@@ -23,6 +25,10 @@ constexpr int k16BitElementBytes = 2;   // f16, bf16: what the layout assumes un
 // Elements in one chunk row: 64 of 16 bits.
 CUJIT_HOST_DEVICE constexpr int chunk_columns(int element_bytes) { return kRowBytes / element_bytes; }
 
+// One stage of the transposed V ring (8-bit V): D rows of 128 keys per chunk
+// of BN's keys.
+CUJIT_HOST_DEVICE constexpr int transposed_v_bytes(int d, int bn) { return (bn + kRowBytes - 1) / kRowBytes * d * kRowBytes; }
+
 // CTAs that share one SM: two or three consumer warpgroups (BM = 128, 192)
 // hold it alone; one (BM = 64) shares it with a second CTA, so that one
 // CTA's tile boundary (first Q K^T, epilogue) overlaps the other's main loop.
@@ -31,10 +37,10 @@ CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
 // Registers per thread after setmaxnreg: the producer warpgroup gives its
 // share to the BM / 64 consumer warpgroups, within what the launch bounds
 // gave the CTA (launch_registers per thread). The host prunes against the
-// consumers'. Transposing V (FP8) takes the producer warpgroup 32, which at
-// BM = 128 leaves the consumers 232.
+// consumers'. Transposing V (FP8) takes the producer warpgroup more: at BM =
+// 128 the consumers keep 232 and the producer warpgroup the rest, 40.
 CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false) {
-  return bm == 192 || transposes_v ? 32 : 24;
+  return bm == 192 ? 32 : transposes_v ? 40 : 24;
 }
 CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false) {
   return bm == 64 ? 232 : bm == 128 ? (transposes_v ? 232 : 240) : 160;
@@ -59,7 +65,8 @@ struct SmemLayout {
   int o_chunks;        // D / chunk_columns of the output
   int q_bytes;         // one Q tile
   int o_bytes;         // the O tile (q_bytes for 16-bit inputs)
-  int kv_bytes;        // one K, V (or transposed V) stage
+  int kv_bytes;        // one K or V stage
+  int vt_bytes;        // one transposed V stage (8-bit inputs), else 0
   int vt_stages;       // the transposed V ring: STAGES with 8-bit inputs, else none
   // q full/empty per Q buffer, then k full, k empty, v full, v empty (and vt
   // full, vt empty) per stage
@@ -80,16 +87,17 @@ struct SmemLayout {
         q_bytes(bm * d * element_bytes),
         o_bytes(bm * d * out_bytes),
         kv_bytes(bn * d * element_bytes),
+        vt_bytes(element_bytes == 1 ? transposed_v_bytes(d, bn) : 0),
         vt_stages(element_bytes == 1 ? stages : 0),
         barrier_bytes(barrier_count(stages, element_bytes == 1) * kBarrierBytes),
-        q_buffers(total(2, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages) <= smem_budget(bm) ? 2 : 1),
-        o_in_q(o_bytes <= q_bytes && total(1, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages) > smem_budget(bm)),
+        q_buffers(total(2, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) <= smem_budget(bm) ? 2 : 1),
+        o_in_q(o_bytes <= q_bytes && total(1, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) > smem_budget(bm)),
         q(0),
         k(q_buffers * q_bytes),
         v(q_buffers * q_bytes + stages * kv_bytes),
         vt(q_buffers * q_bytes + 2 * stages * kv_bytes),
-        o(o_in_q ? 0 : q_buffers * q_bytes + (2 * stages + vt_stages) * kv_bytes),
-        barriers(q_buffers * q_bytes + (2 * stages + vt_stages) * kv_bytes + (o_in_q ? 0 : o_bytes)),
+        o(o_in_q ? 0 : q_buffers * q_bytes + 2 * stages * kv_bytes + vt_stages * vt_bytes),
+        barriers(q_buffers * q_bytes + 2 * stages * kv_bytes + vt_stages * vt_bytes + (o_in_q ? 0 : o_bytes)),
         bytes(barriers + barrier_bytes + kSmemAlign),
         stages_(stages) {}
 
@@ -109,10 +117,11 @@ struct SmemLayout {
     return 2 * kMaxQBuffers + (transposed_v ? 6 : 4) * stages;
   }
 
+  // vt_ring_bytes: the whole transposed V ring (0 without one).
   CUJIT_HOST_DEVICE static constexpr int total(int q_buffers, bool o_in_q, int q_bytes, int o_bytes, int kv_bytes,
-                                               int stages, int vt_stages) {
-    return q_buffers * q_bytes + (o_in_q ? 0 : o_bytes) + (2 * stages + vt_stages) * kv_bytes +
-           barrier_count(stages, vt_stages > 0) * kBarrierBytes + kSmemAlign;
+                                               int stages, int vt_ring_bytes) {
+    return q_buffers * q_bytes + (o_in_q ? 0 : o_bytes) + 2 * stages * kv_bytes + vt_ring_bytes +
+           barrier_count(stages, vt_ring_bytes > 0) * kBarrierBytes + kSmemAlign;
   }
 
  private:

@@ -1,7 +1,8 @@
 // FP8 inputs: 8-bit wgmma takes its B operand K-major only, so P V needs V
 // as [D][BN] with the keys contiguous. Warps 1-3 of the producer warpgroup
 // copy each V stage the TMA has landed ([BN][D], 128-byte swizzled chunks)
-// into the transposed ring ([D][BN], one 128-byte swizzled chunk of keys),
+// into the transposed ring ([BN / 128][D][128]: 128-byte swizzled chunks
+// of 128 keys, the last one partly used where BN is not a multiple of 128),
 // in the same order of key blocks as the producer. Within each 16 keys the
 // copy follows to_operand_a_k32's order (column 4q + j holds key 2q + j % 2
 // + 8 (j / 2)), the order in which the consumers' P sits in registers.
@@ -15,15 +16,18 @@ namespace cujit::sm90 {
 template <class Traits>
 struct VTransposer {
   static constexpr int D = Traits::D, BN = Traits::BN;
-  static_assert(Traits::kElementBytes == 1 && BN == kRowBytes, "bytes, one 128-byte chunk of keys per row");
+  static_assert(Traits::kElementBytes == 1 && BN % 32 == 0, "bytes, whole passes of 32 keys");
   // A pass moves 32 keys x 16 head-dim columns: ldmatrix.trans on byte
   // pairs gives each lane keys 2q, 2q+1 of four 8-key groups at columns 2g,
   // 2g+1 (g = lane / 4, q = lane % 4); one prmt per word sorts them into
   // the key order for column 2g and for 2g+1, which is the layout stmatrix
-  // stores as rows 2g and 2g+1 of the transposed tile.
-  static constexpr int kColumnPasses = D / 16;
-  static constexpr int kPasses = kColumnPasses * (BN / 32);
-
+  // stores as rows 2g and 2g+1 of the transposed tile. A warp's unit of work
+  // is four passes (32 keys x 64 columns), all loaded before any is stored
+  // so that their latencies overlap (which takes the producer warpgroup 40
+  // registers).
+  static constexpr int kPassesPerUnit = 4;
+  static constexpr int kColumnUnits = D / (16 * kPassesPerUnit);
+  static constexpr int kUnits = kColumnUnits * (BN / 32);
   SharedBarriers<Traits> bars;
   u32 sV, sVt;  // stage 0 of the V ring and of the transposed ring
   int warp;     // 0 .. kTransposerWarps - 1
@@ -48,31 +52,42 @@ struct VTransposer {
   }
 
  private:
+  // Every address is a lane's base, a unit's offset and a pass's constant:
+  // the 128-byte swizzle XORs a row's 16-byte units with the row's index
+  // mod 8, which for ldmatrix is the lane's row (keys start at multiples of
+  // 8) and for stmatrix the lane's transposed row (head-dim columns start at
+  // multiples of 16), so both swizzles fold into the lane's base, and a
+  // pass's column (key) offset within a row is an XOR with a constant.
   __device__ __forceinline__ void transpose(int stage) const {
     constexpr SmemLayout L = Traits::layout();
-    const u32 v = sV + stage * L.kv_bytes;
-    const u32 vt = sVt + stage * L.kv_bytes;
     const int matrix = lane / 8, row = lane % 8;
-    for (int pass = warp; pass < kPasses; pass += Traits::kTransposerWarps) {
-      const int first_column = (pass % kColumnPasses) * 16;  // head-dim columns first_column ..
-      const int first_key = (pass / kColumnPasses) * 32;     // keys first_key ..
-      // Matrix i: keys first_key + 8 i .. + 7, columns first_column .. + 15.
-      const int key = first_key + 8 * matrix + row;
-      const int column = first_column % kRowBytes;
-      u32 w[4];
-      ldmatrix_x4_trans(w, v + (first_column / kRowBytes) * BN * kRowBytes + key * kRowBytes + swizzled(column, key));
-      // Keys {2q, 2q+1, 8+2q, 9+2q} (and 16 on) of column 2g, then of 2g+1.
-      const u32 out[4] = {byte_perm<0x6420>(w[0], w[1]), byte_perm<0x7531>(w[0], w[1]), byte_perm<0x6420>(w[2], w[3]),
-                          byte_perm<0x7531>(w[2], w[3])};
-      // Matrix m: transposed rows first_column + 2 r + m % 2, keys first_key + 16 (m / 2) ..
-      const int out_row = first_column + 2 * row + (matrix & 1);
-      stmatrix_x4(vt + out_row * kRowBytes + swizzled(first_key + 16 * (matrix >> 1), out_row), out);
+    // ldmatrix: matrix i is keys 8 i .. 8 i + 7 of the pass; this lane gives
+    // the address of key 8 i + row, swizzled for 16-byte unit 0.
+    const u32 ld_lane = sV + stage * L.kv_bytes + (8 * matrix + row) * kRowBytes + (row << 4);
+    // stmatrix: matrix m is transposed rows 2 r + m % 2 (r = row) of the
+    // pass's 16 columns, keys 16 (m / 2) .. of its 32; this lane gives the
+    // address of its row, swizzled for the pass's first key at 0.
+    const int out_row = 2 * row + (matrix & 1);
+    const u32 st_lane = sVt + stage * L.vt_bytes + out_row * kRowBytes + (((matrix >> 1) ^ (out_row & 7)) << 4);
+    for (int unit = warp; unit < kUnits; unit += Traits::kTransposerWarps) {
+      const int key_pass = unit / kColumnUnits;  // keys 32 key_pass ..
+      const int column_unit = unit % kColumnUnits;  // head-dim columns 64 column_unit ..
+      // 64 columns are half a 128-byte chunk row: XOR 4 units in, or stay.
+      const u32 ld = (ld_lane + key_pass * 32 * kRowBytes + (column_unit / 2) * BN * kRowBytes) ^ ((column_unit % 2) << 6);
+      // 32 keys are a quarter of a 128-key chunk row.
+      const u32 st = ((st_lane + (key_pass / 4) * D * kRowBytes) ^ ((key_pass % 4) << 5)) +
+                     column_unit * kPassesPerUnit * 16 * kRowBytes;
+      u32 w[kPassesPerUnit][4];
+#pragma unroll
+      for (int i = 0; i < kPassesPerUnit; ++i) ldmatrix_x4_trans(w[i], ld ^ (i << 4));
+#pragma unroll
+      for (int i = 0; i < kPassesPerUnit; ++i) {
+        // Keys {2q, 2q+1, 8+2q, 9+2q} (and 16 on) of column 2g, then of 2g+1.
+        const u32 out[4] = {byte_perm<0x6420>(w[i][0], w[i][1]), byte_perm<0x7531>(w[i][0], w[i][1]),
+                            byte_perm<0x6420>(w[i][2], w[i][3]), byte_perm<0x7531>(w[i][2], w[i][3])};
+        stmatrix_x4(st + i * 16 * kRowBytes, out);
+      }
     }
-  }
-
-  // Byte offset of column `column` within a 128-byte-swizzled row `row`.
-  __device__ __forceinline__ static int swizzled(int column, int row) {
-    return (((column >> 4) ^ (row & 7)) << 4) | (column & 15);
   }
 };
 
