@@ -3,7 +3,8 @@
 // swizzle (16-byte unit u of row r lands at u ^ (r % 8), also free of bank
 // conflicts) and written by one TMA store; the natural-log LSE per row when
 // asked. FP8 inputs: O times v's descale factor, still in 16 bits (its
-// chunks are the output's, twice the inputs'). A split-KV partial
+// chunks are the output's, twice the inputs'), its columns put back in
+// order from the transposed V's (v_transposer.cuh). A split-KV partial
 // (unnormalized O and its LSE into a workspace) replaces this struct.
 #pragma once
 #include "attention/common/online_softmax.cuh"
@@ -38,13 +39,30 @@ struct TmaEpilogue {
       const float l = softmax.total_sum(0, r);
       const float inv = softmax.normalizer(l) * out_scale;
       const int row = warp * 16 + lane / 4 + 8 * r;
+      if constexpr (Traits::kFp8) {
+        // O's columns in the transposed V's order: within each 16, the
+        // accumulator's column c is head-dim column 2 (c % 8) + c / 8, so
+        // this thread's four of tiles 2s and 2s + 1 are columns 16 s + 4 q ..
+        // + 3 (q = lane % 4): 8 bytes of one unit.
 #pragma unroll
-      for (int dt = 0; dt < kDT; ++dt) {
-        const u32 packed = to_packed<T>(o[0][dt], r, inv);
-        const int chunk = dt / kTilesPerRow;
-        const int unit = (dt % kTilesPerRow) ^ (row % 8);
-        st_shared_b32(sO_wg + (chunk * Traits::BM + row) * kRowBytes + unit * kUnitBytes + (lane % 4) * kPairBytes,
-                      packed);
+        for (int s = 0; s < kDT / 2; ++s) {
+          const u32 lo = cvt_rn_x2<T>(o[0][2 * s][2 * r] * inv, o[0][2 * s + 1][2 * r] * inv);
+          const u32 hi = cvt_rn_x2<T>(o[0][2 * s][2 * r + 1] * inv, o[0][2 * s + 1][2 * r + 1] * inv);
+          const int logical_unit = 2 * s + (lane % 4) / 2;
+          const int chunk = logical_unit / kTilesPerRow;
+          const int unit = (logical_unit % kTilesPerRow) ^ (row % 8);
+          st_shared_v2_b32(sO_wg + (chunk * Traits::BM + row) * kRowBytes + unit * kUnitBytes + (lane % 2) * 2 * kPairBytes,
+                           lo, hi);
+        }
+      } else {
+#pragma unroll
+        for (int dt = 0; dt < kDT; ++dt) {
+          const u32 packed = to_packed<T>(o[0][dt], r, inv);
+          const int chunk = dt / kTilesPerRow;
+          const int unit = (dt % kTilesPerRow) ^ (row % 8);
+          st_shared_b32(sO_wg + (chunk * Traits::BM + row) * kRowBytes + unit * kUnitBytes + (lane % 4) * kPairBytes,
+                        packed);
+        }
       }
       if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < t.seq_q) {
         a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + t.q_row + m_wg + row] = softmax.lse(0, r, l);

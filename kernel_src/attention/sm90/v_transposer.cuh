@@ -6,6 +6,9 @@
 // in the same order of key blocks as the producer. Within each 16 keys the
 // copy follows to_operand_a_k32's order (column 4q + j holds key 2q + j % 2
 // + 8 (j / 2)), the order in which the consumers' P sits in registers.
+// Within each 16 head-dim columns, column 2r + j becomes transposed row
+// r + 8j, so P V's output columns come out in that order too: the epilogue
+// (TmaEpilogue::store) puts them back.
 #pragma once
 #include "attention/common/key_blocks.h"
 #include "attention/sm90/pipeline.cuh"
@@ -64,11 +67,14 @@ struct VTransposer {
     // ldmatrix: matrix i is keys 8 i .. 8 i + 7 of the pass; this lane gives
     // the address of key 8 i + row, swizzled for 16-byte unit 0.
     const u32 ld_lane = sV + stage * L.kv_bytes + (8 * matrix + row) * kRowBytes + (row << 4);
-    // stmatrix: matrix m is transposed rows 2 r + m % 2 (r = row) of the
-    // pass's 16 columns, keys 16 (m / 2) .. of its 32; this lane gives the
-    // address of its row, swizzled for the pass's first key at 0.
-    const int out_row = 2 * row + (matrix & 1);
-    const u32 st_lane = sVt + stage * L.vt_bytes + out_row * kRowBytes + (((matrix >> 1) ^ (out_row & 7)) << 4);
+    // stmatrix: matrix m holds head-dim columns 2 r + m % 2 (r = row) of the
+    // pass's 16, keys 16 (m / 2) .. of its 32. Column 2 r + j is stored as
+    // transposed row r + 8 j (the epilogue restores the order), so each 8
+    // rows fall in 8 distinct bank groups (rows 2 r would pair up: 2-way
+    // conflicts). This lane gives the address of its row, swizzled for the
+    // pass's first key at 0.
+    const int out_row = row + 8 * (matrix & 1);
+    const u32 st_lane = sVt + stage * L.vt_bytes + out_row * kRowBytes + (((matrix >> 1) ^ row) << 4);
     for (int unit = warp; unit < kUnits; unit += Traits::kTransposerWarps) {
       const int key_pass = unit / kColumnUnits;  // keys 32 key_pass ..
       const int column_unit = unit % kColumnUnits;  // head-dim columns 64 column_unit ..
