@@ -46,7 +46,7 @@ struct AttentionOptions {
 /// q: [B, Hq, Sq, D]; k, v: [B, Hkv, Sk, D]; out: [B, Hq, Sq, D]; any strides
 /// with a contiguous last dimension. Hq must be a multiple of Hkv (GQA/MQA).
 /// q, k, v and out are all f16 or all bf16; or q, k and v are e4m3 (FP8,
-/// sm_89 and newer, head dim 64 or 128) with options.descale set and out f16
+/// sm_89 and newer, head dim 64 or 128, or 256 on sm_90a) with options.descale set and out f16
 /// or bf16: then the scores are computed from the e4m3 values exactly, and
 /// the probabilities are rounded to e4m3 for the product with v (as
 /// FlashAttention-3's FP8 forward does).

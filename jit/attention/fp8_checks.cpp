@@ -53,9 +53,12 @@ void check_fp8_target(const AttnProblem& problem, const Target& target) {
                 fmt::format("{} needs sm_89 or newer (FP8 conversions and tensor cores), not {}: {}", what,
                             target.arch, instead));
   }
-  if (problem.head_dim != 64 && problem.head_dim != 128) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("{} takes head dim 64 or 128, not {}: {}", what, problem.head_dim, instead));
+  // FP8 attention at D = 256 has only the sm90 family's kernel.
+  const bool sm90_head_dim = problem.fp8_qkv && problem.head_dim == 256 && target.arch == "sm_90a";
+  if (problem.head_dim != 64 && problem.head_dim != 128 && !sm90_head_dim) {
+    throw Error(ErrorCode::Unsupported, fmt::format("{} takes head dim 64 or 128{}, not {}: {}", what,
+                                                    problem.fp8_qkv ? " (or 256 on sm_90a)" : "", problem.head_dim,
+                                                    instead));
   }
 }
 

@@ -37,7 +37,8 @@ inline std::array<std::int64_t, 2> descale_strides_or_default(
 }
 
 // An FP8 problem (fp8_kv or fp8_qkv) where no kernel serves it: before sm_89
-// (no e4m3 conversions or FP8 mma) or at a head dim other than 64 and 128.
+// (no e4m3 conversions or FP8 mma) or at a head dim other than 64 and 128
+// (and, for FP8 attention on sm_90a, 256).
 // Error(Unsupported) saying what to use.
 void check_fp8_target(const AttnProblem& problem, const Target& target);
 

@@ -181,8 +181,12 @@ TEST(Fp8Target, SaysWhichGpusAndHeadDimsFp8AttentionNeeds) {
     }
   };
   expect_unsupported(p, "sm_80", {"FP8 (e4m3) attention", "sm_89 or newer", "sm_80", "f16 or bf16 q, k and v"});
+  p.head_dim = 256;  // the sm90 family's alone
+  EXPECT_NO_THROW(jit::detail::check_fp8_target(p, jit::offline_target("sm_90a")));
+  expect_unsupported(p, "sm_89", {"head dim 64 or 128 (or 256 on sm_90a), not 256"});
+  p.head_dim = 96;
+  expect_unsupported(p, "sm_90a", {"head dim 64 or 128 (or 256 on sm_90a), not 96"});
   p.head_dim = 256;
-  expect_unsupported(p, "sm_90a", {"head dim 64 or 128, not 256"});
   p.fp8_qkv = false;
   p.fp8_kv = true;
   expect_unsupported(p, "sm_90a", {"FP8 (e4m3) KV cache", "f16 or bf16 cache"});

@@ -116,7 +116,7 @@ TEST(FamilyRegistry, ForcedSm90SaysWhatItNeeds) {
   const jit::detail::FamilyRegistration sm90 = jit::detail::attention_families()[1];
   ASSERT_NE(sm90.requirements, nullptr);
   EXPECT_EQ(sm90.requirements(problem(96), jit::offline_target("sm_89")),
-            "an sm_90a GPU (this is sm_89) and head dim 64, 128 or 256 (this is 96; 128 with e4m3 inputs)");
+            "an sm_90a GPU (this is sm_89) and head dim 64, 128 or 256 (this is 96; 128 or 256 with e4m3 inputs)");
   EXPECT_EQ(jit::detail::attention_families().back().requirements, nullptr);  // portable: the common error
 }
 

@@ -530,8 +530,9 @@ TEST(WarmUpAttention, Fp8CacheOnSm80Throws) {
   EXPECT_NE(wide.find("head dim 64 or 128"), std::string::npos) << wide;
 }
 
-// FP8 q, k and v: the sm90 family's e4m3 variants on sm_90a at D = 128,
-// the portable family's on sm_89; refused before sm_89 and when ragged.
+// FP8 q, k and v: the sm90 family's e4m3 variants on sm_90a at D = 128 and
+// 256, the portable family's on sm_89 (not at 256); refused before sm_89 and
+// when ragged.
 TEST(WarmUpAttention, Fp8InputsCompileTheirOwnVariants) {
   if (jit::cache_directory().empty()) GTEST_SKIP() << "the disk cache is off (CUJIT_DISK_CACHE=0)";
   if (std::getenv("CUJIT_FAMILY") != nullptr) GTEST_SKIP() << "CUJIT_FAMILY is set";
@@ -555,6 +556,13 @@ TEST(WarmUpAttention, Fp8InputsCompileTheirOwnVariants) {
   const std::string old_gpu =
       expect_error(jit::ErrorCode::Unsupported, [&] { jit::warm_up_attention({"sm_80"}, {shape}, 2); });
   EXPECT_NE(old_gpu.find("FP8 (e4m3) attention"), std::string::npos) << old_gpu;
+  shape.head_dim = 256;  // the sm90 family's alone
+  const jit::WarmupSummary wide = jit::warm_up_attention({"sm_90a"}, {shape}, 2);
+  for (const std::string& error : wide.errors) ADD_FAILURE() << error;
+  EXPECT_GT(wide.compiled + wide.cached, 0);
+  const std::string wide_on_ada =
+      expect_error(jit::ErrorCode::Unsupported, [&] { jit::warm_up_attention({"sm_89"}, {shape}, 2); });
+  EXPECT_NE(wide_on_ada.find("256 on sm_90a"), std::string::npos) << wide_on_ada;
   shape.varlen = true;
   expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::detail::problem_of(shape); });
 }

@@ -4,7 +4,8 @@
 // dequantized inputs; the bar is 1.5x the error of the fp32 emulation that
 // rounds P to e4m3 as the kernels do (fp8_emulation.h). Each case prints its
 // errors and those of the 16-bit kernel on the same values: the accuracy
-// FP8 costs. sm_89 and newer; before that the error is checked instead.
+// FP8 costs. Where no kernel serves a case (before sm_89; D = 256 off
+// sm_90a) the error is checked instead.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -53,9 +54,12 @@ std::array<std::int64_t, 2> strides_of(const Fp8Case& c) {
   return {};
 }
 
-bool device_has_fp8() {
+// Whether a kernel here serves the case: FP8 from sm_89 on, and D = 256 only
+// on sm_90a (the sm90 family's).
+bool serves_fp8(const AttnCase& c) {
   ensure_context();
-  return jit::detail::current_device().target.cc >= 89;
+  const jit::Target& target = jit::detail::current_device().target;
+  return target.cc >= 89 && (c.head_dim != 256 || target.arch == "sm_90a");
 }
 
 class Fp8AttentionGpu : public ::testing::TestWithParam<Fp8Case> {
@@ -148,10 +152,10 @@ TEST_P(Fp8AttentionGpu, WithinTheEmulationsErrorOfTheReference) {
   SCOPED_TRACE(rng.describe());
   const Fp8Run r = prepare(fc, rng);
 
-  if (!device_has_fp8()) {
+  if (!serves_fp8(c)) {
     try {
       jit::attention(r.q.view, r.k.view, r.v.view, r.out.view, r.options);
-      ADD_FAILURE() << "FP8 attention ran on a GPU before sm_89";
+      ADD_FAILURE() << "FP8 attention ran where no kernel serves it";
     } catch (const jit::Error& e) {
       EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported) << e.what();
     }
@@ -224,7 +228,7 @@ std::vector<Fp8Case> layout_cases() {
 INSTANTIATE_TEST_SUITE_P(Layouts, Fp8AttentionGpu, ::testing::ValuesIn(layout_cases()), param_name);
 
 // Grouped-query (Hq = 8, Hkv = 2) and multi-query (Hkv = 1), each descale
-// layout, and one long sequence.
+// layout, one long sequence, and D = 256.
 std::vector<Fp8Case> group_and_descale_cases() {
   std::vector<Fp8Case> cases;
   for (std::int64_t hkv : {2, 1})
@@ -239,6 +243,11 @@ std::vector<Fp8Case> group_and_descale_cases() {
       cases.push_back(c);
     }
   cases.push_back(make_case(DType::bf16, 128, 1, 2, 2, 4096, 4096, Mask::top_left));
+  // D = 256 (sm_90a only): full, both causal alignments, GQA.
+  cases.push_back(make_case(DType::bf16, 256, 2, 2, 2, 1000, 1000, Mask::none));
+  cases.push_back(make_case(DType::bf16, 256, 2, 2, 2, 1000, 1000, Mask::top_left));
+  cases.push_back(make_case(DType::f16, 256, 2, 8, 2, 17, 1000, Mask::bottom_right));
+  cases.push_back(make_case(DType::f16, 256, 1, 4, 1, 1000, 17, Mask::top_left));
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(GroupsAndDescales, Fp8AttentionGpu, ::testing::ValuesIn(group_and_descale_cases()),
@@ -252,7 +261,7 @@ class Fp8EveryConfigGpu : public ::testing::TestWithParam<Fp8Case> {
  protected:
   void SetUp() override {
     CUJIT_REQUIRE_GPU();
-    if (!device_has_fp8()) GTEST_SKIP() << "no FP8 tensor cores before sm_89";
+    if (!serves_fp8(GetParam().attn)) GTEST_SKIP() << "no FP8 kernel for this case here";
   }
 };
 
@@ -285,7 +294,8 @@ std::vector<Fp8Case> every_config_cases() {
   return {make_case(DType::bf16, 128, 1, 2, 2, 1000, 1000, Mask::none),
           make_case(DType::bf16, 128, 1, 2, 2, 1000, 1000, Mask::top_left),
           make_case(DType::f16, 128, 2, 4, 2, 200, 700, Mask::bottom_right),
-          make_case(DType::f16, 64, 1, 2, 2, 333, 333, Mask::top_left)};
+          make_case(DType::f16, 64, 1, 2, 2, 333, 333, Mask::top_left),
+          make_case(DType::bf16, 256, 1, 2, 2, 333, 700, Mask::bottom_right)};
 }
 INSTANTIATE_TEST_SUITE_P(Configs, Fp8EveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 

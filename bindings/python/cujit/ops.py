@@ -277,7 +277,7 @@ def attention(q, k, v, *, causal=False, bottom_right=False, scale=None, out=None
     for a new shape class compiles and tunes (CUJIT_* knobs apply).
 
     FP8: q, k and v all torch.float8_e4m3fn (sm_89 or newer, head dim 64 or
-    128, dense batches) with q_descale, k_descale and v_descale, float32
+    128, or 256 on sm_90a; dense batches) with q_descale, k_descale and v_descale, float32
     factors on q's device as FlashAttention-3's: the value attended to is
     the stored e4m3 value times its factor; [B, Hkv] (one per sequence and
     KV head, any strides; a query head takes its KV head's), [Hkv] (one per

@@ -39,13 +39,16 @@ cujit::sm90::SmemLayout layout_of(const AttnSpec& s, const Sm90Config& c) {
 }
 
 // FP8 inputs: V is transposed into [D] rows of 128-byte chunks of keys,
-// beside Q, K and V in the ring and O in 16 bits; D = 256 does not fit that
-// in shared memory, and D = 64 (64-byte rows) has no kernel here: the
-// portable family serves both. BN: 128, or 192 (the softmax's fixed costs
-// per key block, the O rescale among them, over 1.5x the keys; with two
-// stages only, and a transposed chunk half used).
-constexpr int kFp8HeadDim = 128;
-constexpr std::array<int, 2> kFp8BlockNs = {128, 192};
+// beside Q, K and V in the ring and O in 16 bits. D = 128: BN 128, or 192
+// (the softmax's fixed costs per key block, the O rescale among them, over
+// 1.5x the keys; two stages only, a transposed chunk half used). D = 256: BN
+// 64, two stages and one Q buffer (O alone is 64 KiB). D = 64 (64-byte rows)
+// has no kernel here: the portable family serves it.
+std::vector<int> fp8_block_ns(std::int64_t head_dim) {
+  if (head_dim == 128) return {128, 192};
+  if (head_dim == 256) return {64};
+  return {};
+}
 
 // An estimate of the registers a consumer thread needs (it may use
 // smem_layout.h's consumer_registers): the O and S accumulators (fp32), P (S
@@ -149,7 +152,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     std::vector<Sm90Config> space;
     if (s.fp8_qkv) {
       for (int bm : {128, 192})
-        for (int bn : kFp8BlockNs)
+        for (int bn : fp8_block_ns(s.head_dim))
           for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
       return space;
     }
@@ -175,11 +178,10 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.bm != 64 && c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 1 to 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
-    if (s.fp8_qkv && (s.head_dim != kFp8HeadDim ||
-                      std::find(kFp8BlockNs.begin(), kFp8BlockNs.end(), c.bn) == kFp8BlockNs.end() || c.bm == 64 ||
-                      s.varlen)) {
-      return fmt::format("FP8 inputs take head dim {}, BN {} or {}, two or three consumer warpgroups and dense batches",
-                         kFp8HeadDim, kFp8BlockNs[0], kFp8BlockNs[1]);
+    if (const std::vector<int> bns = fp8_block_ns(s.head_dim);
+        s.fp8_qkv && (std::find(bns.begin(), bns.end(), c.bn) == bns.end() || c.bm == 64 || s.varlen)) {
+      return fmt::format("FP8 inputs take head dim 128 (BN 128 or 192) or 256 (BN 64), two or three consumer "
+                         "warpgroups and dense batches");
     }
     if (const int smem = layout_of(s, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
@@ -197,7 +199,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
 
   Sm90Config typed_default_config(const AttnSpec& s, const Target&) const override {
-    if (s.fp8_qkv) return Sm90Config{128, kFp8BlockNs[0], 2};
+    if (s.fp8_qkv) return Sm90Config{128, fp8_block_ns(s.head_dim).front(), 2};
     return default_sm90_config(s.head_dim, s.causal);
   }
 
@@ -217,7 +219,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   // FP8 inputs (dense, D = 128).
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> variants = dense_and_ragged(base);
-    if (base.head_dim == kFp8HeadDim) {
+    if (!fp8_block_ns(base.head_dim).empty()) {
       AttnSpec fp8 = base;
       fp8.fp8_qkv = true;
       variants.push_back(fp8);
@@ -237,7 +239,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   bool supports(const AttnProblem& problem, const Target& target) const override {
     // TMA coordinates are 32-bit.
     const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
-    if (problem.fp8_qkv && (problem.head_dim != kFp8HeadDim || problem.varlen)) return false;
+    if (problem.fp8_qkv && (fp8_block_ns(problem.head_dim).empty() || problem.varlen)) return false;
     return runs_on(target) && fits && !problem.kv_cache() && cujit::kSm90HeadDims.contains(int(problem.head_dim));
   }
 
@@ -314,8 +316,8 @@ const AttentionFamily& sm90_attention_family() {
 
 FamilyRegistration sm90_registration() {
   auto requirements = [](const AttnProblem& problem, const Target& target) {
-    return fmt::format("an sm_90a GPU (this is {}) and head dim {} (this is {}; {} with e4m3 inputs)", target.arch,
-                       head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim, kFp8HeadDim);
+    return fmt::format("an sm_90a GPU (this is {}) and head dim {} (this is {}; 128 or 256 with e4m3 inputs)",
+                       target.arch, head_dims_text(cujit::kSm90HeadDims, " or "), problem.head_dim);
   };
   return {&sm90_attention_family(), "sm90", cujit::kSm90HeadDims, &Sm90AttentionFamily::runs_on,
           requirements};
