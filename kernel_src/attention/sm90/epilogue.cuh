@@ -51,8 +51,8 @@ struct TmaEpilogue {
           const int logical_unit = 2 * s + (lane % 4) / 2;
           const int chunk = logical_unit / kTilesPerRow;
           const int unit = (logical_unit % kTilesPerRow) ^ (row % 8);
-          st_shared_v2_b32(sO_wg + (chunk * Traits::BM + row) * kRowBytes + unit * kUnitBytes + (lane % 2) * 2 * kPairBytes,
-                           lo, hi);
+          const int byte = unit * kUnitBytes + (lane % 2) * 2 * kPairBytes;
+          st_shared_v2_b32(sO_wg + (chunk * Traits::BM + row) * kRowBytes + byte, lo, hi);
         }
       } else {
 #pragma unroll

@@ -27,7 +27,9 @@ CUJIT_HOST_DEVICE constexpr int chunk_columns(int element_bytes) { return kRowBy
 
 // One stage of the transposed V ring (8-bit V): D rows of 128 keys per chunk
 // of BN's keys.
-CUJIT_HOST_DEVICE constexpr int transposed_v_bytes(int d, int bn) { return (bn + kRowBytes - 1) / kRowBytes * d * kRowBytes; }
+CUJIT_HOST_DEVICE constexpr int transposed_v_bytes(int d, int bn) {
+  return (bn + kRowBytes - 1) / kRowBytes * d * kRowBytes;
+}
 
 // CTAs that share one SM: two or three consumer warpgroups (BM = 128, 192)
 // hold it alone; one (BM = 64) shares it with a second CTA, so that one
@@ -90,8 +92,11 @@ struct SmemLayout {
         vt_bytes(element_bytes == 1 ? transposed_v_bytes(d, bn) : 0),
         vt_stages(element_bytes == 1 ? stages : 0),
         barrier_bytes(barrier_count(stages, element_bytes == 1) * kBarrierBytes),
-        q_buffers(total(2, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) <= smem_budget(bm) ? 2 : 1),
-        o_in_q(o_bytes <= q_bytes && total(1, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) > smem_budget(bm)),
+        q_buffers(total(2, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) <= smem_budget(bm)
+                      ? 2
+                      : 1),
+        o_in_q(o_bytes <= q_bytes &&
+               total(1, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) > smem_budget(bm)),
         q(0),
         k(q_buffers * q_bytes),
         v(q_buffers * q_bytes + stages * kv_bytes),

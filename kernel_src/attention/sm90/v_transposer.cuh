@@ -79,7 +79,8 @@ struct VTransposer {
       const int key_pass = unit / kColumnUnits;  // keys 32 key_pass ..
       const int column_unit = unit % kColumnUnits;  // head-dim columns 64 column_unit ..
       // 64 columns are half a 128-byte chunk row: XOR 4 units in, or stay.
-      const u32 ld = (ld_lane + key_pass * 32 * kRowBytes + (column_unit / 2) * BN * kRowBytes) ^ ((column_unit % 2) << 6);
+      const u32 ld =
+          (ld_lane + key_pass * 32 * kRowBytes + (column_unit / 2) * BN * kRowBytes) ^ ((column_unit % 2) << 6);
       // 32 keys are a quarter of a 128-key chunk row.
       const u32 st = ((st_lane + (key_pass / 4) * D * kRowBytes) ^ ((key_pass % 4) << 5)) +
                      column_unit * kPassesPerUnit * 16 * kRowBytes;
