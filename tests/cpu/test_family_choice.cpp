@@ -154,6 +154,21 @@ TEST(FamilyRegistry, HeadDimOfOnlyTheDecodeFamilySaysWhatItNeeds) {
   }
 }
 
+// The decode family forced on FP8 q, k and v (which it does not take: its q
+// is 16-bit) says so.
+TEST(FamilyRegistry, ForcedDecodeSaysItsQIs16Bit) {
+  jit::detail::AttnProblem fp8 = problem(128);
+  fp8.seq_q = 1;
+  fp8.fp8_qkv = true;
+  try {
+    jit::detail::attention_family_for(fp8, jit::offline_target("sm_90a"), "decode");
+    FAIL() << "the decode family was forced on FP8 q";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("q in f16 or bf16"), std::string::npos) << e.what();
+  }
+}
+
 // CUJIT_FAMILY forces a registered family by its name; one that names none
 // is refused with the names there are.
 TEST(FamilyRegistry, ForcedByName) {

@@ -344,6 +344,7 @@ const AttentionFamily& decode_attention_family() {
 FamilyRegistration decode_registration() {
   auto requirements = [](const AttnProblem& problem, const Target& target) {
     return fmt::format("an sm_80 or newer GPU, head dim 64 or 128 or, on sm_90, 256 (this is {} and head dim {}), "
+                       "q in f16 or bf16 (an FP8 cache: sm_89 or newer, head dim 64 or 128), dense batches, "
                        "and a KV cache or at most 16 query rows and {} query rows per KV head (this is {} and {})",
                        target.arch, problem.head_dim, kDecodeMaxDenseRows, problem.seq_q, packed_rows(problem));
   };
