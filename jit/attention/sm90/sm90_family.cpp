@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <span>
 
 #include "jit/attention/sm90/tile_order.h"
 #include "jit/attention/varlen/varlen_prepare.h"
@@ -44,9 +45,12 @@ cujit::sm90::SmemLayout layout_of(const AttnSpec& s, const Sm90Config& c) {
 // 1.5x the keys; two stages only, a transposed chunk half used). D = 256: BN
 // 64, two stages and one Q buffer (O alone is 64 KiB). D = 64 (64-byte rows)
 // has no kernel here: the portable family serves it.
-std::vector<int> fp8_block_ns(std::int64_t head_dim) {
-  if (head_dim == 128) return {128, 192};
-  if (head_dim == 256) return {64};
+// Empty where no FP8 kernel exists.
+std::span<const int> fp8_block_ns(std::int64_t head_dim) {
+  static constexpr int kD128[] = {128, 192};
+  static constexpr int kD256[] = {64};
+  if (head_dim == 128) return kD128;
+  if (head_dim == 256) return kD256;
   return {};
 }
 
@@ -178,8 +182,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.bm != 64 && c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 1 to 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
-    if (const std::vector<int> bns = fp8_block_ns(s.head_dim);
-        s.fp8_qkv && (std::find(bns.begin(), bns.end(), c.bn) == bns.end() || c.bm == 64 || s.varlen)) {
+    if (const std::span<const int> bns = fp8_block_ns(s.head_dim);
+        s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64 || s.varlen)) {
       return fmt::format("FP8 inputs take head dim 128 (BN 128 or 192) or 256 (BN 64), two or three consumer "
                          "warpgroups and dense batches");
     }
@@ -216,7 +220,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
 
   // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), and
-  // FP8 inputs (dense, D = 128).
+  // FP8 inputs (dense, D = 128 or 256).
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> variants = dense_and_ragged(base);
     if (!fp8_block_ns(base.head_dim).empty()) {
