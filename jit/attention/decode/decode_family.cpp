@@ -130,7 +130,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     std::vector<DecodeConfig> space;
     for (int bn : {32, 64, 128})
       for (int warps : {2, 4, 8})
-        for (int stages : {2, 3, 4}) space.push_back({bn, stages, warps});
+        for (int stages : {2, 3, 4, 6, 8}) space.push_back({bn, stages, warps});
     return space;
   }
 
