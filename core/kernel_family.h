@@ -52,6 +52,9 @@ struct LaunchGeometry {
   /// may start before the previous one in the stream ends; it must then wait
   /// for it (griddepcontrol.wait) before reading what that one wrote.
   bool programmatic_dependent_launch = false;
+  /// sm_90+: CTAs per thread-block cluster along x (1: no clusters); grid.x
+  /// must be a multiple of it.
+  unsigned cluster_x = 1;
 };
 
 class KernelFamily {

@@ -71,21 +71,29 @@ void Kernel::launch(const LaunchGeometry& g, const void* params, std::size_t par
   launch_config.hStream = reinterpret_cast<CUstream>(stream);
   // Programmatic dependent launch: the kernel may start while the previous
   // one in the stream finishes; it waits for it with griddepcontrol.wait.
-  CUlaunchAttribute attribute{};
+  CUlaunchAttribute attributes[2]{};
+  unsigned count = 0;
   if (g.programmatic_dependent_launch) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
-    launch_config.attrs = &attribute;
-    launch_config.numAttrs = 1;
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[count++].value.programmaticStreamSerializationAllowed = 1;
   }
+  if (g.cluster_x > 1) {
+    attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attributes[count].value.clusterDim.x = g.cluster_x;
+    attributes[count].value.clusterDim.y = 1;
+    attributes[count++].value.clusterDim.z = 1;
+  }
+  launch_config.attrs = count > 0 ? attributes : nullptr;
+  launch_config.numAttrs = count;
   const CUresult result = cu.cuLaunchKernelEx(&launch_config, impl_->function, args, nullptr);
   if (result != CUDA_SUCCESS) {
     try {
       detail::throw_driver_error(result, "cuLaunchKernelEx", __FILE__, __LINE__);
     } catch (const Error& e) {
       throw Error(ErrorCode::Driver,
-                  fmt::format("launching {} (grid {}x{}x{}, block {}, {} bytes shared memory): {}", impl_->variant,
-                              g.grid.x, g.grid.y, g.grid.z, g.block.x, g.smem_bytes, e.what()));
+                  fmt::format("launching {} (grid {}x{}x{}, block {}, {} bytes shared memory{}): {}", impl_->variant,
+                              g.grid.x, g.grid.y, g.grid.z, g.block.x, g.smem_bytes,
+                              g.cluster_x > 1 ? fmt::format(", clusters of {}", g.cluster_x) : "", e.what()));
     }
   }
 }

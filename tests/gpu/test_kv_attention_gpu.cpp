@@ -27,6 +27,7 @@
 #include "jit/kernel_family.h"
 #include "jit/serving.h"
 #include "jit/tensor.h"
+#include "kernel_src/attention/decode/decode_params.h"
 #include "kv_cache_image.h"
 #include "reference_kv_attention.h"
 
@@ -552,27 +553,61 @@ TEST_F(KvPlanGpu, OneSplitAndTheChosenSplitsBothMatchTheReference) {
   }
 }
 
+// On sm_90 up to kMaxDecodeClusterSplits splits merge within their cluster
+// (no workspace); more, or older GPUs, use the combine pass.
+TEST_F(KvPlanGpu, ClusterMergedAndCombinedSplitsMatchTheReference) {
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  KvCase c = split_case(16384);
+  c.seq_q = 3;  // 12 packed rows of a block's 16: the merge leaves the padding out
+  const KvInputs in = make_kv_inputs(c, rng);
+  const bool clusters = jit::current_target().cc >= 90;
+  for (int splits : {2, 3, 9}) {
+    SCOPED_TRACE(fmt::format("num_splits = {}", splits));
+    c.num_splits = splits;
+    KvOutputs o = make_outputs(c);
+    const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape_of(c), options_of(c));
+    EXPECT_EQ(plan.num_splits(), splits);
+    if (clusters && splits <= cujit::kMaxDecodeClusterSplits) {
+      EXPECT_EQ(plan.workspace_bytes(), 0u) << "merged in the cluster";
+    } else {
+      EXPECT_GT(plan.workspace_bytes(), 0u) << "merged by the combine pass";
+    }
+    plan.run(in.dq.view, in.cache, o.out.view, run_options(o));
+    synchronize();
+    expect_matches_reference(c, in, o);
+  }
+}
+
 int determinism_launches() {
   const char* value = std::getenv("CUJIT_TEST_DETERMINISM_LAUNCHES");
   return value != nullptr && std::atoi(value) > 1 ? std::atoi(value) : 100;
 }
 
-class KvPlanBitsGpu : public ::testing::TestWithParam<bool> {
+// A split plan over a 16-bit cache and over an FP8 one, with the splits the
+// plan chooses (the combine pass, on the H100) and with two (merged in
+// their cluster on sm_90).
+struct BitsCase {
+  bool fp8;
+  int num_splits;
+};
+
+class KvPlanBitsGpu : public ::testing::TestWithParam<BitsCase> {
  protected:
   void SetUp() override { CUJIT_REQUIRE_GPU(); }
 };
 
-// A split plan over a 16-bit cache, and over an FP8 one (GetParam()).
 TEST_P(KvPlanBitsGpu, SamePlanGivesIdenticalBitsEveryRun) {
   TestRng rng;
   SCOPED_TRACE(rng.describe());
   KvCase c = split_case(16384);
-  c.fp8 = GetParam();
+  c.fp8 = GetParam().fp8;
+  c.num_splits = GetParam().num_splits;
   const KvInputs in = make_kv_inputs(c, rng);
   KvOutputs o = make_outputs(c);
   const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape_of(c), options_of(c));
   if (many_sms()) {
-    EXPECT_GT(plan.num_splits(), 1) << "meant to test the split path and its combine";
+    EXPECT_GT(plan.num_splits(), 1) << "meant to test the split path and its merge";
   }
   const OutputBits first = plan_run(plan, in, o);
   expect_matches_reference(c, in, o);
@@ -585,8 +620,13 @@ TEST_P(KvPlanBitsGpu, SamePlanGivesIdenticalBitsEveryRun) {
     }
   }
 }
-INSTANTIATE_TEST_SUITE_P(KvPlan, KvPlanBitsGpu, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Fp8Cache" : "Cache16"; });
+INSTANTIATE_TEST_SUITE_P(KvPlan, KvPlanBitsGpu,
+                         ::testing::Values(BitsCase{false, 0}, BitsCase{true, 0}, BitsCase{false, 2},
+                                           BitsCase{true, 2}),
+                         [](const ::testing::TestParamInfo<BitsCase>& info) {
+                           return std::string(info.param.fp8 ? "Fp8Cache" : "Cache16") +
+                                  (info.param.num_splits > 0 ? fmt::format("Splits{}", info.param.num_splits) : "");
+                         });
 
 const jit::detail::DriverApi& cu() { return jit::detail::driver(); }
 

@@ -33,7 +33,15 @@ void from_json(const Json& j, DecodeConfig& c) {
 struct DecodeStepData {
   int splits;
   int split_keys;
+  bool cluster_merge;  // the splits merge within their cluster (no combine step)
 };
+
+// sm_90 merges a row block's splits within a thread-block cluster when they
+// fit one (2 to kMaxDecodeClusterSplits), through distributed shared memory:
+// no combine pass (its launch, its wait for the whole grid and the parts'
+// round trip through global memory cost about 3 us a call on the H100), no
+// workspace. Such targets keep room for the CTA's part in shared memory.
+bool merges_in_clusters(const Target& target) { return target.cc >= 90; }
 
 // Packed rows per CTA: the query heads sharing a KV head times the new rows,
 // rounded up to whole 16-row m-tiles, at most 64 (more rows take more CTAs).
@@ -149,7 +157,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const int rows_per_pass = c.warps * 32 / (s.head_dim * kv_bytes(s) / 16);
     if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
     if (const int smem =
-            cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s));
+            cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
+                                     merges_in_clusters(target));
         smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
@@ -220,7 +229,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const std::int64_t m_blocks = (rows + s.block_m - 1) / s.block_m;
     const std::int64_t ctas = problem.batch * problem.heads_kv * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
-    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s));
+    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
+                                              merges_in_clusters(target));
     std::int64_t splits = problem.num_splits;
     if (splits == 0) {
       // As many CTAs as the SMs hold at once, never more (a second, partial
@@ -240,6 +250,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       throw Error(ErrorCode::Unsupported, fmt::format("{} splits of {} row blocks exceed the grid", splits, m_blocks));
     }
     const bool pdl = target.cc >= 90 && knobs().pdl;
+    const bool cluster_merge =
+        merges_in_clusters(target) && splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
 
     AttnPlan plan;
     AttnStep& step = plan.add_step();
@@ -247,16 +259,17 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     step.geometry.block = {unsigned(32 * c.warps), 1, 1};
     step.geometry.smem_bytes = unsigned(smem);
     step.geometry.programmatic_dependent_launch = pdl;
+    step.geometry.cluster_x = cluster_merge ? unsigned(splits) : 1;  // a cluster: one row block's splits
     step.params_bytes = sizeof(cujit::DecodeParams);
     step.params_align = alignof(cujit::DecodeParams);
-    step.data.set(DecodeStepData{int(splits), int(blocks_per_split * c.bn)});
-    if (splits > 1) {
+    step.data.set(DecodeStepData{int(splits), int(blocks_per_split * c.bn), cluster_merge});
+    plan.key_splits = int(splits);
+    if (splits > 1 && !cluster_merge) {
       AttnStep& combine = plan.add_step();
       combine.geometry = decode_combine_geometry(problem.batch * problem.heads_kv * rows);
       combine.geometry.programmatic_dependent_launch = pdl;
       combine.params_bytes = sizeof(cujit::DecodeCombineParams);
       combine.params_align = alignof(cujit::DecodeCombineParams);
-      plan.key_splits = int(splits);
       plan.workspace_bytes = partial_o_bytes(problem, int(splits)) + partial_lse_bytes(problem, int(splits));
     }
     return plan;
@@ -266,7 +279,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
               Stream stream) const override {
     const AttnStep& step = plan.steps[0];
     const DecodeStepData d = step.data.get<DecodeStepData>();
-    if (d.splits > 1 && workspace == nullptr) {
+    const bool combine_pass = d.splits > 1 && !d.cluster_merge;
+    if (combine_pass && workspace == nullptr) {
       throw Error(ErrorCode::Internal, "a split decode plan was launched without its workspace");
     }
     const int group = int(problem.heads_q / problem.heads_kv);
@@ -291,7 +305,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       p.descale_stride[0] = t.descale_strides[0];
       p.descale_stride[1] = t.descale_strides[1];
     }
-    if (d.splits > 1) {
+    if (combine_pass) {
       p.partial_o = static_cast<float*>(workspace);
       p.partial_lse2 =
           reinterpret_cast<float*>(static_cast<char*>(workspace) + partial_o_bytes(problem, d.splits));
@@ -307,10 +321,11 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     p.page_div = cujit::make_fast_divisor(unsigned(std::max(problem.page_size, 1)));
     p.split_keys = d.split_keys;
     p.splits = d.splits;
+    p.cluster_merge = d.cluster_merge ? 1 : 0;
     p.scale_log2 = float(double(problem.scale) * 1.4426950408889634);
     p.causal_offset = problem.causal_offset;
     step.kernel->launch(step.geometry, p, stream);
-    if (d.splits > 1) {
+    if (combine_pass) {
       const AttnStep& combine = plan.steps[1];
       cujit::DecodeCombineParams c{};
       c.partial_o = p.partial_o;

@@ -10,7 +10,9 @@
 // other WARPS / (BM / 16) across the keys), with its own online softmax; at
 // the end the key-sharing warps are merged through shared memory, and the CTA
 // writes its output (one split) or its normalized part and log-sum-exp
-// (several, merged by attn_decode_combine).
+// (several: merged within the cluster on sm_90 with at most
+// kMaxDecodeClusterSplits splits, cluster_merge.cuh, else by
+// attn_decode_combine).
 //
 // An FP8 cache (TKV = e4m3, q in T) streams half the bytes and is converted
 // to T in registers, exactly, as the fragments are loaded: K's fragments come
@@ -22,6 +24,7 @@
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/common/smem_tile.cuh"
+#include "attention/decode/cluster_merge.cuh"
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
 #include "attention/head_dims.h"
@@ -433,6 +436,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
   // Each thread sums 8 columns of one row over the warps and stores them.
   constexpr float kLn2 = 0.6931471805599453f;
   const i64 part_row0 = ((i64(split) * p.batch + batch) * p.heads_kv + head_kv) * p.rows;
+  const u32 cluster_part = merge + u32(decode_merge_bytes(D, BM, WARPS));  // cluster_merge only
 #pragma unroll
   for (int it = 0; it < (BM * kChunks + kThreads - 1) / kThreads; ++it) {
     const int idx = it * kThreads + tid;
@@ -468,6 +472,11 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
         if (p.lse != nullptr && col == 0) {
           p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] = lse2 * kLn2;
         }
+      } else if (p.cluster_merge) {
+        const u32 dst = cluster_part + u32((row * D + col) * 4);
+        st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
+        st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
+        if (col == 0) asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(cluster_part + u32((BM * D + row) * 4)), "f"(lse2) : "memory");
       } else {
         float* dst = p.partial_o + (part_row0 + r) * D + col;
         st_global_v4_f32(dst, {sum[0], sum[1], sum[2], sum[3]});
@@ -476,6 +485,9 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       }
     }
   }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T>(p, cluster_part, m0, batch, head_kv);
+#endif
 }
 
 }  // namespace cujit::decode

@@ -22,10 +22,15 @@ CUJIT_HOST_DEVICE constexpr int decode_merge_bytes(int d, int bm, int warps) {
   return warps / (bm / 16) * bm * (decode_merge_row_floats(d) + 2) * 4;
 }
 
+// sm_90, splits merged in the cluster (attention/decode/cluster_merge.cuh):
+// the CTA's normalized part [BM][D] and its log2-sum-exp [BM], in float32,
+// after the merge buffer.
+CUJIT_HOST_DEVICE constexpr int decode_cluster_part_bytes(int d, int bm) { return bm * (d + 1) * 4; }
+
 CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
-                                                  int kv_bytes) {
+                                                  int kv_bytes, bool cluster_merge) {
   const int stream = decode_stream_bytes(d, bm, bn, stages, paged, kv_bytes);
-  const int merge = decode_merge_bytes(d, bm, warps);
+  const int merge = decode_merge_bytes(d, bm, warps) + (cluster_merge ? decode_cluster_part_bytes(d, bm) : 0);
   return stream > merge ? stream : merge;
 }
 

@@ -44,6 +44,10 @@ struct DecodeParams {
   FastDivisor page_div;   // by page_size (paged only)
   int split_keys;  // keys per split, a multiple of the kernel's BN
   int splits;
+  // sm_90: the launch's clusters are the splits of each row block, which
+  // merge their parts through distributed shared memory (no partial_o, no
+  // combine pass); 2 <= splits <= kMaxDecodeClusterSplits.
+  int cluster_merge;
   float scale_log2;   // softmax scale * log2(e)
   int causal_offset;  // causal: key j visible to row i iff j <= i + causal_offset + (L - seq_k)
 };
@@ -51,6 +55,10 @@ struct DecodeParams {
 // The most splits of a row's keys (the combine pass holds their weights in
 // registers, kMaxDecodeSplits / 32 per lane).
 constexpr int kMaxDecodeSplits = 256;
+// Splits merged within their cluster at most: on the H100, clusters of 2 beat
+// the combine pass on every shape measured, while clusters of 4 and 8 were
+// slower than it on some (docs/perf-log.md, "decode v4").
+constexpr int kMaxDecodeClusterSplits = 2;
 
 // Threads per CTA of the combine pass, one CTA per packed row.
 constexpr int kDecodeCombineThreads = 128;

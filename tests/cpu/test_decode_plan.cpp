@@ -1,0 +1,82 @@
+// Tests for the decode family's plans (jit/attention/decode/decode_family.cpp):
+// how a split's parts are merged on each target. No GPU (offline targets).
+#include <gtest/gtest.h>
+
+#include "jit/attention/families.h"
+#include "kernel_src/attention/decode/decode_params.h"
+
+namespace {
+
+using jit::detail::AttnPlan;
+using jit::detail::AttnProblem;
+
+// One long sequence over a cache: few (sequence, KV head) pairs, so it splits.
+AttnProblem long_decode(int num_splits) {
+  AttnProblem p;
+  p.batch = 1;
+  p.heads_q = 32;
+  p.heads_kv = 8;
+  p.seq_q = 1;
+  p.seq_k = 32768;
+  p.head_dim = 128;
+  p.dtype = jit::DType::bf16;
+  p.causal = true;
+  p.scale = 0.088f;
+  p.page_size = 16;
+  p.seq_lens = true;
+  p.num_splits = num_splits;
+  return p;
+}
+
+jit::Target target(const char* arch) {
+  jit::Target t = jit::offline_target(arch);
+  t.sm_count = 132;
+  return t;
+}
+
+AttnPlan plan_for(const AttnProblem& p, const jit::Target& t) {
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Json spec = decode.spec_for(p);
+  return decode.plan(p, decode.default_config(spec, t), t);
+}
+
+TEST(DecodePlan, Sm90MergesUpToEightSplitsInTheirClusterWithNoCombineOrWorkspace) {
+  for (int splits = 2; splits <= cujit::kMaxDecodeClusterSplits; ++splits) {
+    SCOPED_TRACE(splits);
+    const AttnPlan plan = plan_for(long_decode(splits), target("sm_90a"));
+    EXPECT_EQ(plan.key_splits, splits);
+    ASSERT_EQ(plan.step_count, 1) << "no combine pass";
+    EXPECT_EQ(plan.workspace_bytes, 0u);
+    EXPECT_EQ(plan.steps[0].geometry.cluster_x, unsigned(splits));
+    EXPECT_EQ(plan.steps[0].geometry.grid.x % unsigned(splits), 0u) << "a cluster is one row block's splits";
+  }
+}
+
+TEST(DecodePlan, MoreSplitsThanAClusterHoldsAndOlderGpusUseTheCombinePass) {
+  const AttnPlan many = plan_for(long_decode(cujit::kMaxDecodeClusterSplits + 1), target("sm_90a"));
+  EXPECT_EQ(many.key_splits, cujit::kMaxDecodeClusterSplits + 1);
+  EXPECT_EQ(many.step_count, 2);
+  EXPECT_GT(many.workspace_bytes, 0u);
+  EXPECT_EQ(many.steps[0].geometry.cluster_x, 1u);
+  for (const char* arch : {"sm_89", "sm_80"}) {
+    SCOPED_TRACE(arch);
+    const AttnPlan plan = plan_for(long_decode(4), target(arch));
+    EXPECT_EQ(plan.key_splits, 4);
+    EXPECT_EQ(plan.step_count, 2);
+    EXPECT_GT(plan.workspace_bytes, 0u);
+    EXPECT_EQ(plan.steps[0].geometry.cluster_x, 1u);
+  }
+}
+
+TEST(DecodePlan, OneSplitIsOneLaunchWithoutClusters) {
+  for (const char* arch : {"sm_90a", "sm_89"}) {
+    SCOPED_TRACE(arch);
+    const AttnPlan plan = plan_for(long_decode(1), target(arch));
+    EXPECT_EQ(plan.key_splits, 1);
+    EXPECT_EQ(plan.step_count, 1);
+    EXPECT_EQ(plan.workspace_bytes, 0u);
+    EXPECT_EQ(plan.steps[0].geometry.cluster_x, 1u);
+  }
+}
+
+}  // namespace
