@@ -350,7 +350,8 @@ class KvCacheBinding(unittest.TestCase):
         plan = self.plan_for(layers[0])
         self.assertIn("/", plan.variant)
         self.assertGreaterEqual(plan.num_splits, 1)
-        self.assertEqual(plan.workspace_bytes > 0, plan.num_splits > 1)
+        if plan.num_splits == 1:  # several: a workspace, unless merged in their cluster (two on sm_90)
+            self.assertEqual(plan.workspace_bytes, 0)
         for case in layers:
             q, k, v, lens, table = case
             out, lse = plan.run(q, k, v, cache_seqlens=lens, block_table=table, return_lse=True)
@@ -432,7 +433,9 @@ class KvCacheBinding(unittest.TestCase):
         plan = self.plan_for((q, k, v, lens, table))
         with self.assertRaisesRegex(cujit_torch.CujitError, "cache_seqlens is None"):
             plan.run(q, k, v, block_table=table)
-        split = self.plan_for((q, k, v, lens, table), num_splits=2)
+        # Three splits: merged by the combine pass through the workspace on every GPU (sm_90 merges two in
+        # their cluster, with none).
+        split = self.plan_for((q, k, v, lens, table), num_splits=3)
         self.assertGreater(split.workspace_bytes, 0)
         with self.assertRaisesRegex(cujit_torch.CujitError, "workspace must be"):
             split.run(q, k, v, cache_seqlens=lens, block_table=table,
