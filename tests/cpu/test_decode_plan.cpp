@@ -68,6 +68,20 @@ TEST(DecodePlan, MoreSplitsThanAClusterHoldsAndOlderGpusUseTheCombinePass) {
   }
 }
 
+TEST(DecodePlan, SixtyFourPackedRowsAndHeadDim256KeepTheCombinePass) {
+  AttnProblem rows64 = long_decode(2);
+  rows64.heads_q = 64;
+  rows64.heads_kv = 1;  // 64 packed rows: BM = 64
+  AttnProblem d256 = long_decode(2);
+  d256.head_dim = 256;
+  for (const AttnProblem& p : {rows64, d256}) {
+    const AttnPlan plan = plan_for(p, target("sm_90a"));
+    EXPECT_EQ(plan.key_splits, 2);
+    EXPECT_EQ(plan.step_count, 2) << "head dim " << p.head_dim << ", " << p.heads_q << " query heads";
+    EXPECT_EQ(plan.steps[0].geometry.cluster_x, 1u);
+  }
+}
+
 TEST(DecodePlan, OneSplitIsOneLaunchWithoutClusters) {
   for (const char* arch : {"sm_90a", "sm_89"}) {
     SCOPED_TRACE(arch);

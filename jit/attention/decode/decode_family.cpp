@@ -250,8 +250,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       throw Error(ErrorCode::Unsupported, fmt::format("{} splits of {} row blocks exceed the grid", splits, m_blocks));
     }
     const bool pdl = target.cc >= 90 && knobs().pdl;
-    const bool cluster_merge =
-        merges_in_clusters(target) && splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
+    const bool cluster_merge = merges_in_clusters(target) && cujit::decode_cluster_mergeable(s.head_dim, s.block_m) &&
+                               splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
 
     AttnPlan plan;
     AttnStep& step = plan.add_step();

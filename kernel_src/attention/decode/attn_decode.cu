@@ -51,6 +51,11 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
   static_assert(!PAGED || BN <= WARPS * 32, "paged: each key of a block has its own thread to look its page up");
 
   constexpr int kThreads = WARPS * 32;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kClusterMerge = decode_cluster_mergeable(D, BM);  // else p.cluster_merge is 0
+#else
+  constexpr bool kClusterMerge = false;
+#endif
   constexpr int MT = 1;         // one 16-row m-tile per warp
   constexpr int KW = BN / WN;  // keys of a block per warp
   constexpr int NT = KW / 8;
@@ -472,7 +477,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
         if (p.lse != nullptr && col == 0) {
           p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] = lse2 * kLn2;
         }
-      } else if (p.cluster_merge) {
+      } else if (kClusterMerge && p.cluster_merge) {
         const u32 dst = cluster_part + u32((row * D + col) * 4);
         st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
         st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
@@ -486,7 +491,9 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
     }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T>(p, cluster_part, m0, batch, head_kv);
+  if constexpr (kClusterMerge) {
+    if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T>(p, cluster_part, m0, batch, head_kv);
+  }
 #endif
 }
 

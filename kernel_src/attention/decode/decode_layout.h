@@ -26,11 +26,15 @@ CUJIT_HOST_DEVICE constexpr int decode_merge_bytes(int d, int bm, int warps) {
 // the CTA's normalized part [BM][D] and its log2-sum-exp [BM], in float32,
 // after the merge buffer.
 CUJIT_HOST_DEVICE constexpr int decode_cluster_part_bytes(int d, int bm) { return bm * (d + 1) * 4; }
+// The variants that carry the cluster merge: with 64 packed rows or head dim
+// 256 its code spills (ptxas, sm_90a), so those keep the combine pass.
+CUJIT_HOST_DEVICE constexpr bool decode_cluster_mergeable(int d, int bm) { return d <= 128 && bm <= 32; }
 
 CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
                                                   int kv_bytes, bool cluster_merge) {
   const int stream = decode_stream_bytes(d, bm, bn, stages, paged, kv_bytes);
-  const int merge = decode_merge_bytes(d, bm, warps) + (cluster_merge ? decode_cluster_part_bytes(d, bm) : 0);
+  const bool part = cluster_merge && decode_cluster_mergeable(d, bm);
+  const int merge = decode_merge_bytes(d, bm, warps) + (part ? decode_cluster_part_bytes(d, bm) : 0);
   return stream > merge ? stream : merge;
 }
 
