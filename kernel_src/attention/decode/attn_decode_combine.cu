@@ -6,8 +6,9 @@
 // and turn them into weights in shared memory; then groups of D / 4 threads
 // (4 columns each) take the splits side by side (group g: splits g, g + G,
 // ...), each thread issuing up to kLoadsInFlight part loads before it uses
-// one, and group 0 adds the groups' sums in group order. So the pass costs
-// about two dependent loads however many splits there are: one warp walking
+// one (the first ones before the log-sum-exps are reduced), and group 0 adds
+// the groups' sums in group order. So the pass costs about one load's trip
+// for up to 32 splits at D = 128 (64 at D = 64): one warp walking
 // a row's splits in sequence took 20 us for 32 splits (MQA, 128 rows).
 #include "attention/decode/decode_params.h"
 #include "attention/head_dims.h"
@@ -52,6 +53,23 @@ __global__ void __launch_bounds__(kDecodeCombineThreads) attn_decode_combine(con
 
   grid_dependency_wait();  // the parts
 
+  // The first kLoadsInFlight parts of this thread's splits are loaded before
+  // the log-sum-exps are reduced: they do not depend on them, so both loads
+  // are one trip to L2 (for up to kLoadsInFlight * kGroups splits, all).
+  const int group = tid / kLanes;
+  const int lane = tid % kLanes;
+  const float* part = p.partial_o + i64(n) * D + lane * 4;
+  const i64 part_step = i64(total) * D;
+  auto load_parts = [&](float4 (&x)[kLoadsInFlight], int s0) {
+#pragma unroll
+    for (int j = 0; j < kLoadsInFlight; ++j) {
+      const int s = min(s0 + j * kGroups, p.splits - 1);  // past the end: left out below
+      x[j] = __ldcg(reinterpret_cast<const float4*>(part + s * part_step));
+    }
+  };
+  float4 x[kLoadsInFlight];
+  load_parts(x, group);
+
   float lse2[kLsePerThread];
 #pragma unroll
   for (int i = 0; i < kLsePerThread; ++i) {
@@ -73,27 +91,22 @@ __global__ void __launch_bounds__(kDecodeCombineThreads) attn_decode_combine(con
   }
   sum = block_reduce(sum, scratch, [](float a, float b) { return a + b; });  // its barriers publish `weight`
 
-  const int group = tid / kLanes;
-  const int lane = tid % kLanes;
-  const float* part = p.partial_o + i64(n) * D + lane * 4;
-  const i64 part_step = i64(total) * D;
   float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = group; s0 < p.splits; s0 += kLoadsInFlight * kGroups) {
-    float4 x[kLoadsInFlight];
-#pragma unroll
-    for (int j = 0; j < kLoadsInFlight; ++j) {
-      const int s = min(s0 + j * kGroups, p.splits - 1);  // past the end: weight 0 below
-      x[j] = __ldcg(reinterpret_cast<const float4*>(part + s * part_step));
-    }
+  for (int s0 = group;;) {
 #pragma unroll
     for (int j = 0; j < kLoadsInFlight; ++j) {
       const int s = s0 + j * kGroups;
-      const float w = s < p.splits ? weight[s] : 0.f;
-      acc.x = fmaf(w, x[j].x, acc.x);
-      acc.y = fmaf(w, x[j].y, acc.y);
-      acc.z = fmaf(w, x[j].z, acc.z);
-      acc.w = fmaf(w, x[j].w, acc.w);
+      if (s < p.splits) {  // a select: a clamped load's part is left out, not multiplied by 0 (inf * 0 is NaN)
+        const float w = weight[s];
+        acc.x = fmaf(w, x[j].x, acc.x);
+        acc.y = fmaf(w, x[j].y, acc.y);
+        acc.z = fmaf(w, x[j].z, acc.z);
+        acc.w = fmaf(w, x[j].w, acc.w);
+      }
     }
+    s0 += kLoadsInFlight * kGroups;
+    if (s0 >= p.splits) break;
+    load_parts(x, s0);
   }
   if (group > 0) group_sum[group - 1][lane] = acc;
   __syncthreads();
