@@ -129,7 +129,8 @@ class KvAttentionPlan {
   void run(const TensorView& q, const KvCache& cache, const TensorView& out, const KvRunOptions& run = {}) const;
 
   const KvAttentionShape& shape() const;
-  /// Device memory run needs (0 when nothing is split).
+  /// Device memory run needs (0 when nothing is split, or when the splits
+  /// merge within their cluster: two on sm_90).
   std::size_t workspace_bytes() const;
   int num_splits() const;
   /// The kernel family and variant the plan launches, and its config.

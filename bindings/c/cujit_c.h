@@ -182,7 +182,7 @@ CUJIT_C_API cujit_status cujit_kv_plan_create(const cujit_kv_shape* shape, const
 CUJIT_C_API cujit_status cujit_kv_plan_run(const cujit_kv_plan* plan, const cujit_tensor* q,
                                            const cujit_kv_cache* cache, const cujit_tensor* out,
                                            const cujit_kv_run_options* run);
-/* Device memory a run needs (0 when nothing is split). */
+/* Device memory a run needs (0 when nothing is split, or when the splits merge within their cluster: two on sm_90). */
 CUJIT_C_API cujit_status cujit_kv_plan_workspace_bytes(const cujit_kv_plan* plan, size_t* bytes);
 CUJIT_C_API cujit_status cujit_kv_plan_num_splits(const cujit_kv_plan* plan, int* splits);
 /* "family/variant" into buffer (truncated to size - 1). */

@@ -64,7 +64,7 @@ class KvPlan:
         check(self._lib.cujit_kv_plan_workspace_bytes(handle, ctypes.byref(bytes_)))
         check(self._lib.cujit_kv_plan_num_splits(handle, ctypes.byref(splits)))
         check(self._lib.cujit_kv_plan_describe(handle, name, ctypes.sizeof(name)))
-        self.workspace_bytes = bytes_.value  # device memory a run needs (0 when nothing is split)
+        self.workspace_bytes = bytes_.value  # device memory a run needs (0 unless a combine pass merges splits)
         self.num_splits = splits.value
         self.variant = name.value.decode()  # "family/variant"
 
