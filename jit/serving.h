@@ -94,7 +94,7 @@ struct KvAttentionOptions {
   std::optional<float> scale;  ///< softmax scale; default 1/sqrt(D); must be > 0
   /// How many parts the key range of each (sequence, KV head) is split into,
   /// each computed by its own CTA and merged (on sm_90 within the CTAs'
-  /// cluster when there are at most 8, else in a second pass): 0 lets the
+  /// cluster when there are two, else in a second pass): 0 lets the
   /// plan choose from the shape and the GPU's SM count; 1 forces no split,
   /// and the tuned config is then one per (rows per KV head, page size)
   /// whatever the batch and lengths, so a sequence's result does not depend

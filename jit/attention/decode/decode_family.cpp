@@ -36,12 +36,15 @@ struct DecodeStepData {
   bool cluster_merge;  // the splits merge within their cluster (no combine step)
 };
 
-// sm_90 merges a row block's splits within a thread-block cluster when they
-// fit one (2 to kMaxDecodeClusterSplits), through distributed shared memory:
-// no combine pass (its launch, its wait for the whole grid and the parts'
-// round trip through global memory cost about 3 us a call on the H100), no
-// workspace. Such targets keep room for the CTA's part in shared memory.
-bool merges_in_clusters(const Target& target) { return target.cc >= 90; }
+// On sm_90 a variant that carries the cluster merge (attn_decode.cu) merges
+// a row block's 2 to kMaxDecodeClusterSplits splits within their
+// thread-block cluster, through distributed shared memory: no combine pass
+// (its launch, its wait for the whole grid and the parts' round trip through
+// global memory cost about 3 us a call on the H100), no workspace. Its
+// shared memory keeps room for the CTA's part.
+bool merges_in_clusters(const AttnSpec& s, const Target& target) {
+  return target.cc >= 90 && cujit::decode_cluster_mergeable(s.head_dim, s.block_m);
+}
 
 // Packed rows per CTA: the query heads sharing a KV head times the new rows,
 // rounded up to whole 16-row m-tiles, at most 64 (more rows take more CTAs).
@@ -158,7 +161,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
     if (const int smem =
             cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
-                                     merges_in_clusters(target));
+                                     merges_in_clusters(s, target));
         smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
@@ -230,7 +233,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const std::int64_t ctas = problem.batch * problem.heads_kv * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
     const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
-                                              merges_in_clusters(target));
+                                              merges_in_clusters(s, target));
     std::int64_t splits = problem.num_splits;
     if (splits == 0) {
       // As many CTAs as the SMs hold at once, never more (a second, partial
@@ -250,8 +253,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       throw Error(ErrorCode::Unsupported, fmt::format("{} splits of {} row blocks exceed the grid", splits, m_blocks));
     }
     const bool pdl = target.cc >= 90 && knobs().pdl;
-    const bool cluster_merge = merges_in_clusters(target) && cujit::decode_cluster_mergeable(s.head_dim, s.block_m) &&
-                               splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
+    const bool cluster_merge = merges_in_clusters(s, target) && splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
 
     AttnPlan plan;
     AttnStep& step = plan.add_step();

@@ -30,11 +30,12 @@ CUJIT_HOST_DEVICE constexpr int decode_cluster_part_bytes(int d, int bm) { retur
 // 256 its code spills (ptxas, sm_90a), so those keep the combine pass.
 CUJIT_HOST_DEVICE constexpr bool decode_cluster_mergeable(int d, int bm) { return d <= 128 && bm <= 32; }
 
+// cluster_part: room for the cluster merge's part (a variant that may merge
+// in its cluster on this target).
 CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
-                                                  int kv_bytes, bool cluster_merge) {
+                                                  int kv_bytes, bool cluster_part) {
   const int stream = decode_stream_bytes(d, bm, bn, stages, paged, kv_bytes);
-  const bool part = cluster_merge && decode_cluster_mergeable(d, bm);
-  const int merge = decode_merge_bytes(d, bm, warps) + (part ? decode_cluster_part_bytes(d, bm) : 0);
+  const int merge = decode_merge_bytes(d, bm, warps) + (cluster_part ? decode_cluster_part_bytes(d, bm) : 0);
   return stream > merge ? stream : merge;
 }
 
