@@ -19,10 +19,10 @@ enum class CausalAlign {
 /// FP8 inputs' descale factors (q, k and v in DType::e4m3): float32 on the
 /// device, positive and finite, as FlashAttention-3's q_descale, k_descale
 /// and v_descale. Each stored value times its factor is the value attended
-/// to. The factors of batch b and KV head h are at [b * strides[0] + h *
-/// strides[1]] (a query head uses its KV head's); the default strides are a
-/// contiguous [B, Hkv], {0, 0} is one factor per tensor, {0, 1} one per KV
-/// head.
+/// to. The factors of batch b (of a ragged batch: sequence b) and KV head h
+/// are at [b * strides[0] + h * strides[1]] (a query head uses its KV
+/// head's); the default strides are a contiguous [B, Hkv], {0, 0} is one
+/// factor per tensor, {0, 1} one per KV head.
 struct Fp8Descale {
   const float* q = nullptr;
   const float* k = nullptr;

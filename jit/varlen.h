@@ -37,6 +37,10 @@ struct VarlenBatch {
 /// are not used, but must hold finite values on sm_90a (their products with
 /// a zero probability must be zero).
 ///
+/// FP8: q, k and v in e4m3 (out f16 or bf16) with options.descale, as
+/// jit::attention takes them, per sequence: a contiguous [batch, Hkv] by
+/// default (each request quantized with factors of its own).
+///
 /// Under CUJIT_CHECK=1 the prefix sums are checked on the device first (and
 /// the stream synchronized): a jit::Error names the first wrong entry.
 /// Without it a wrong entry never makes a kernel read or write outside the

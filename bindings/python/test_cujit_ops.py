@@ -17,6 +17,7 @@ once.
 
 Without torch or a GPU it exits 77 (ctest's skip code) after saying why.
 """
+import itertools
 import math
 import os
 import sys
@@ -231,11 +232,22 @@ class OpCheck(unittest.TestCase):
 
     def test_attention_varlen(self):
         q, k, v, cu_q, cu_k, max_q, max_k = ragged_case()
-        self.opcheck(torch.ops.cujit.attention_varlen.default, q, k, v, cu_q, cu_k, max_q, max_k, True, True, None,
-                     True)
+        self.opcheck(torch.ops.cujit.attention_varlen.default, q, k, v, cu_q, cu_k, max_q, max_k, None, None, None,
+                     True, True, None, True)
         lse = torch.empty(q.shape[1], q.shape[0], device="cuda", dtype=torch.float32)
         self.opcheck(torch.ops.cujit.attention_varlen_out.default, q, k, v, torch.empty_like(q), lse, cu_q, cu_k,
-                     max_q, max_k, False, False, None)
+                     max_q, max_k, None, None, None, False, False, None)
+
+    def test_fp8_attention_and_varlen(self):
+        if torch.cuda.get_device_capability() < (8, 9):
+            self.skipTest("FP8 attention needs an sm_89 or newer GPU")
+        (q, k, v), (qs, ks, vs), _ = fp8_inputs(sq=100, sk=100)
+        self.opcheck(torch.ops.cujit.attention.default, q, k, v, qs, ks, vs, True, True, None, True)
+        given = torch.empty(q.shape, dtype=torch.float16, device="cuda")
+        self.opcheck(torch.ops.cujit.attention_out.default, q, k, v, given, None, qs, ks, vs, False, False, None)
+        (rq, rk, rv), (rqs, rks, rvs), _, (cu_q, cu_k, max_q, max_k) = fp8_ragged_inputs([70, 0, 130], [90, 5, 130])
+        self.opcheck(torch.ops.cujit.attention_varlen.default, rq, rk, rv, cu_q, cu_k, max_q, max_k, rqs, rks, rvs,
+                     True, True, None, True)
 
     def test_attention_with_kvcache(self):
         q, k, v, lens, table = paged_case(sq=2, lengths=(2, 17, 300))  # each sequence holds its new rows
@@ -436,6 +448,62 @@ class Fp8Attention(unittest.TestCase):
         self.assertEqual(compiled.dtype, torch.bfloat16)  # the fake implementation's dtype
         self.assertLess(rel_error(compiled, eager), 1e-2)
         self.assertIn("/", cujit.plan(q, k, v, q_descale=qs, k_descale=ks, v_descale=vs))
+
+
+def fp8_ragged_inputs(q_lens, k_lens, hq=8, hkv=2, d=128):
+    """A ragged FP8 batch: e4m3 q [total_q, Hq, D], k, v [total_k, Hkv, D], float32 factors [B, Hkv] (one per
+    sequence and KV head), the float64 dequantized q, k, v of each sequence as [1, H, S, D], and the prefix sums
+    with the longest lengths."""
+    batch = len(q_lens)
+    q, k, v = fp8_cache((sum(q_lens), hq, d)), fp8_cache((sum(k_lens), hkv, d)), fp8_cache((sum(k_lens), hkv, d))
+    scales = [torch.rand(batch, hkv, device="cuda") * 0.9 + 0.1 for _ in range(3)]
+    cu_q, cu_k = (torch.tensor([0] + list(itertools.accumulate(n)), dtype=torch.int32, device="cuda")
+                  for n in (q_lens, k_lens))
+    real = []
+    for b in range(batch):
+        def part(t, cu, f, heads):
+            rows = t[cu[b]:cu[b + 1]].double().transpose(0, 1)[None]  # [1, H, S, D]
+            return rows * f[b].double().repeat_interleave(heads // hkv)[None, :, None, None]
+        real.append((part(q, cu_q, scales[0], hq), part(k, cu_k, scales[1], hkv), part(v, cu_k, scales[2], hkv)))
+    return (q, k, v), scales, real, (cu_q, cu_k, max(q_lens), max(k_lens))
+
+
+@requires_gpu
+class Fp8RaggedAttention(unittest.TestCase):
+    """FP8 (e4m3) ragged batches, each sequence against float64 attention over its dequantized rows (factors per
+    sequence and KV head); the bound as Fp8Attention's."""
+
+    def setUp(self):
+        if torch.cuda.get_device_capability() < (8, 9):
+            self.skipTest("FP8 attention needs an sm_89 or newer GPU")
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def test_mixed_lengths_per_sequence_factors(self):
+        q_lens, k_lens = [70, 0, 130, 1, 257], [90, 5, 130, 40, 300]
+        (q, k, v), factors, real, (cu_q, cu_k, max_q, max_k) = fp8_ragged_inputs(q_lens, k_lens)
+        for out_dtype in (None, torch.float16):
+            given = None if out_dtype is None else torch.empty(q.shape, dtype=out_dtype, device="cuda")
+            out, lse = cujit.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, causal=True, bottom_right=True,
+                                              out=given, return_lse=True, q_descale=factors[0],
+                                              k_descale=factors[1], v_descale=factors[2])
+            torch.cuda.synchronize()
+            self.assertEqual(out.dtype, out_dtype or torch.bfloat16)
+            self.assertEqual(tuple(lse.shape), (q.shape[1], q.shape[0]))
+            for b, (rq, rk, rv) in enumerate(real):
+                if q_lens[b] == 0:
+                    continue
+                want = dense_reference(rq, rk, rv, True, True, 1 / math.sqrt(q.shape[-1]))[0].transpose(0, 1)
+                got = out[cu_q[b]:cu_q[b + 1]]
+                self.assertLess(rel_error(got, want), 5e-2, f"sequence {b}")
+
+    def test_factors_must_be_per_sequence(self):
+        (q, k, v), factors, _, (cu_q, cu_k, max_q, max_k) = fp8_ragged_inputs([10, 20], [10, 20])
+        with self.assertRaisesRegex(cujit.CujitError, r"q_descale has shape \[3, 2\]; it must be \[B, Hkv\] = "
+                                                      r"\[2, 2\]"):
+            cujit.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k, q_descale=torch.ones(3, 2, device="cuda"),
+                                   k_descale=factors[1], v_descale=factors[2])
+        with self.assertRaisesRegex(cujit.CujitError, "q_descale, k_descale and v_descale are None"):
+            cujit.attention_varlen(q, k, v, cu_q, cu_k, max_q, max_k)
 
 
 @requires_gpu

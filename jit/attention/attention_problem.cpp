@@ -13,6 +13,20 @@
 #include "jit/error.h"
 
 namespace jit::detail {
+namespace {
+
+// q, k and v's descale factors: exactly when they are e4m3, over p.batch
+// sequences and p.heads_kv KV heads.
+void check_attention_descales(const AttnProblem& p, const Fp8Descale& d) {
+  check_descales(p, {{{"options.descale.q", d.q}, {"options.descale.k", d.k}, {"options.descale.v", d.v}},
+                     d.strides,
+                     "options.descale.strides",
+                     p.fp8_qkv,
+                     "q",
+                     "options.descale.strides = {0, 0}"});
+}
+
+}  // namespace
 
 AttnProblem validate_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                                const AttentionOptions& options) {
@@ -81,13 +95,7 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   if (!(p.scale > 0) || !std::isfinite(p.scale)) {
     invalid(fmt::format("scale must be a positive finite number, got {}", p.scale));
   }
-  const Fp8Descale& d = options.descale;
-  check_descales(p, {{{"options.descale.q", d.q}, {"options.descale.k", d.k}, {"options.descale.v", d.v}},
-                     d.strides,
-                     "options.descale.strides",
-                     fp8,
-                     "q",
-                     "options.descale.strides = {0, 0}"});
+  check_attention_descales(p, options.descale);
   return p;
 }
 
@@ -123,14 +131,13 @@ AttnProblem validate_attention_varlen(const TensorView& q, const TensorView& k, 
   };
   check_max("batch.max_seqlen_q", batch.max_seqlen_q, "q", p.seq_q);
   check_max("batch.max_seqlen_k", batch.max_seqlen_k, "k", p.seq_k);
-  if (p.fp8_qkv) {
-    throw Error(ErrorCode::Unsupported,
-                "FP8 (e4m3) attention takes dense batches; for a ragged batch use f16 or bf16 q, k and v");
-  }
   p.varlen = true;
   p.total_q = p.seq_q;
   p.total_k = p.seq_k;
   p.batch = batch.batch;
+  // FP8: the descale factors are per sequence, [batch.batch, Hkv] (the
+  // check above saw the packed tensors' batch of 1).
+  check_attention_descales(p, options.descale);
   p.seq_q = batch.max_seqlen_q;
   p.seq_k = batch.max_seqlen_k;
   p.align_bottom_right = options.causal && options.align == CausalAlign::BottomRight;

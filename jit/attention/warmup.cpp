@@ -220,10 +220,6 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
                               "and v are in the output's dtype or FP8",
                               where, it->dump(), to_string(s.dtype)));
         }
-        if (s.fp8_qkv && s.varlen) {
-          invalid(fmt::format("{}: FP8 q, k and v (\"qkv_dtype\") come in dense batches, not with \"varlen\"",
-                              where));
-        }
       }
     }
     shapes.push_back(s);

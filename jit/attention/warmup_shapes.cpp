@@ -36,9 +36,6 @@ AttnProblem problem_of(const AttentionShape& s) {
     }
     return kv_problem_of(kv_plan_shape_of(s), kv_plan_options_of(s));
   }
-  if (s.fp8_qkv && s.varlen) {
-    throw Error(ErrorCode::InvalidArgument, "FP8 q, k and v come in dense batches: unset fp8_qkv or varlen");
-  }
   AttnProblem p;
   p.batch = s.batch;
   p.heads_q = p.heads_kv = s.heads;

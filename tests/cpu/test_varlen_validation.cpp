@@ -4,6 +4,7 @@
 // fake (never dereferenced), so no GPU is needed.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -259,18 +260,26 @@ TEST(ValidateAttentionVarlen, InheritsTheTensorChecks) {
   expect_invalid(packed(), {"scale"}, bad_scale);
 }
 
-TEST(ValidateAttentionVarlen, SaysFp8TakesDenseBatches) {
+TEST(ValidateAttentionVarlen, AcceptsFp8WithDescalesPerSequence) {
   Args a = packed(kTotalQ, kTotalK, DType::e4m3);
   a.out = TensorView::bshd(fake(kOut), DType::bf16, 1, kTotalQ, kHq, kD);
   AttentionOptions options;
   options.descale = {fake_f32(0x70000000), fake_f32(0x70000040), fake_f32(0x70000080), std::nullopt};
-  try {
-    validate(a, options);
-    ADD_FAILURE() << "a ragged FP8 batch was accepted";
-  } catch (const jit::Error& e) {
-    EXPECT_EQ(e.code(), jit::ErrorCode::Unsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find("dense batches"), std::string::npos) << e.what();
-  }
+  const AttnProblem p = validate(a, options);
+  EXPECT_TRUE(p.fp8_qkv);
+  EXPECT_TRUE(p.varlen);
+  EXPECT_EQ(p.batch, kBatch);
+  EXPECT_EQ(p.dtype, DType::bf16);
+
+  // The factors are [B, Hkv] over the sequences, not over the packed
+  // tensors' batch of 1: strides that overflow only past sequence 0 are
+  // caught.
+  options.descale.strides = std::array<std::int64_t, 2>{std::int64_t{1} << 61, 1};
+  expect_invalid(a, {"options.descale.strides", "3 sequences"}, options);
+
+  AttentionOptions missing = options;
+  missing.descale = {};
+  expect_invalid(a, {"options.descale.q is null"}, missing);
 }
 
 // --- the spec and the tune key -------------------------------------------------

@@ -563,8 +563,14 @@ TEST(WarmUpAttention, Fp8InputsCompileTheirOwnVariants) {
   const std::string wide_on_ada =
       expect_error(jit::ErrorCode::Unsupported, [&] { jit::warm_up_attention({"sm_89"}, {shape}, 2); });
   EXPECT_NE(wide_on_ada.find("256 on sm_90a"), std::string::npos) << wide_on_ada;
+  // A ragged FP8 batch: the family's varlen FP8 variant.
+  shape.head_dim = 128;
   shape.varlen = true;
-  expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::detail::problem_of(shape); });
+  const jit::detail::AttnProblem ragged = jit::detail::problem_of(shape);
+  EXPECT_TRUE(ragged.fp8_qkv && ragged.varlen);
+  const jit::WarmupSummary ragged_summary = jit::warm_up_attention({"sm_90a", "sm_89"}, {shape}, 2);
+  for (const std::string& error : ragged_summary.errors) ADD_FAILURE() << error;
+  EXPECT_GT(ragged_summary.compiled + ragged_summary.cached, 0);
 }
 
 TEST(ParseAttentionManifest, QkvDtypeMakesAnFp8Shape) {
@@ -578,8 +584,11 @@ TEST(ParseAttentionManifest, QkvDtypeMakesAnFp8Shape) {
   EXPECT_EQ(shapes[0].dtype, DType::bf16);
   EXPECT_TRUE(shapes[1].fp8_qkv);
   EXPECT_FALSE(shapes[2].fp8_qkv);
+  const std::vector<AttentionShape> ragged = jit::parse_attention_manifest(
+      R"({"shapes": [{"seq": 64, "head_dim": 64, "qkv_dtype": "fp8", "varlen": true}]})");
+  ASSERT_EQ(ragged.size(), 1u);
+  EXPECT_TRUE(ragged[0].fp8_qkv && ragged[0].varlen);
   for (const char* bad : {R"({"shapes": [{"seq": 64, "head_dim": 64, "qkv_dtype": "bf16"}]})",
-                          R"({"shapes": [{"seq": 64, "head_dim": 64, "qkv_dtype": "fp8", "varlen": true}]})",
                           R"({"shapes": [{"seq": 64, "head_dim": 64, "qkv_dtype": 8}]})"}) {
     const std::string message =
         expect_error(jit::ErrorCode::InvalidArgument, [&] { jit::parse_attention_manifest(bad); });

@@ -72,15 +72,15 @@ def options(q, causal, bottom_right, scale, lse):
     return o
 
 
-def set_descales(o, q, k, v, q_descale, k_descale, v_descale):
+def set_descales(o, q, k, v, q_descale, k_descale, v_descale, batch, heads_kv):
     """FP8 attention's descale factors into cujit_options o, after checking that e4m3 q, k and v have all
-    three (float32, on q's device) and 16-bit ones none."""
+    three (float32, on q's device; [batch, heads_kv], [heads_kv] or one element) and 16-bit ones none."""
     factors = {"q_descale": q_descale, "k_descale": k_descale, "v_descale": v_descale}
     for name, t in factors.items():
         if t is not None and not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor or None, not {type(t).__name__}")
     strides = _descale.attention_descale_strides(
-        tuple(str(t.dtype) for t in (q, k, v)), q.shape[0], k.shape[1],
+        tuple(str(t.dtype) for t in (q, k, v)), batch, heads_kv,
         **{name: None if t is None else (t.shape, t.stride()) for name, t in factors.items()})
     for name, t in factors.items():
         if t is not None:

@@ -77,18 +77,21 @@ def _dense(fn, q, k, v, out, descales, causal, bottom_right, scale, lse, *extra)
     device = _views.cuda_q(q)
     views = [_views.tensor(n, t) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
     options = _views.options(q, causal, bottom_right, scale, lse)
-    _views.set_descales(options, q, k, v, *descales)
+    _views.set_descales(options, q, k, v, *descales, batch=q.shape[0], heads_kv=k.shape[1])  # [B, H, S, D]
     lib = library()
     with torch.cuda.device(device):  # cujit runs on the calling thread's current context
         status = getattr(lib, fn)(*[ctypes.byref(x) for x in views], ctypes.byref(options), *extra)
     check(status)
 
 
-def _varlen(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale):
+def _varlen(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, descales, causal,
+            bottom_right, scale):
     device = _views.cuda_q(q)
     batch = _views.varlen_batch(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     views = [_views.packed(n, t, device) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
     options = _views.options(q, causal, bottom_right, scale, lse)
+    # Factors per sequence: [B, Hkv] of k [total_k, Hkv, D].
+    _views.set_descales(options, q, k, v, *descales, batch=batch.batch, heads_kv=k.shape[1])
     lib = library()
     with torch.cuda.device(device):
         check(lib.cujit_attention_varlen(*[ctypes.byref(x) for x in views], ctypes.byref(batch),
@@ -180,11 +183,12 @@ def _(q, k, v, output, lse, q_descale, k_descale, v_descale, causal, bottom_righ
 
 
 def _varlen_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor, max_seqlen_q: int,
-               max_seqlen_k: int, causal: bool, bottom_right: bool, scale: Optional[float],
+               max_seqlen_k: int, q_descale: Optional[Tensor], k_descale: Optional[Tensor],
+               v_descale: Optional[Tensor], causal: bool, bottom_right: bool, scale: Optional[float],
                return_lse: bool) -> Tuple[Tensor, Tensor]:
     out, lse = _like_q(q), _lse(q, _varlen_lse_shape(q), return_lse)
-    _varlen(q, k, v, out, _or_none(lse), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal,
-            bottom_right, scale)
+    _varlen(q, k, v, out, _or_none(lse), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            (q_descale, k_descale, v_descale), causal, bottom_right, scale)
     return out, lse
 
 
@@ -192,14 +196,17 @@ _varlen_op = torch.library.custom_op("cujit::attention_varlen", _varlen_impl, mu
 
 
 @_varlen_op.register_fake
-def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale, return_lse):
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q_descale, k_descale, v_descale, causal,
+      bottom_right, scale, return_lse):
     return _like_q(q), _lse(q, _varlen_lse_shape(q), return_lse)
 
 
 def _varlen_out_impl(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optional[Tensor], cu_seqlens_q: Tensor,
-                   cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, causal: bool, bottom_right: bool,
+                   cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, q_descale: Optional[Tensor],
+                   k_descale: Optional[Tensor], v_descale: Optional[Tensor], causal: bool, bottom_right: bool,
                    scale: Optional[float]) -> None:
-    _varlen(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale)
+    _varlen(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+            (q_descale, k_descale, v_descale), causal, bottom_right, scale)
 
 
 _varlen_out_op = torch.library.custom_op("cujit::attention_varlen_out", _varlen_out_impl,
@@ -207,7 +214,8 @@ _varlen_out_op = torch.library.custom_op("cujit::attention_varlen_out", _varlen_
 
 
 @_varlen_out_op.register_fake
-def _(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, bottom_right, scale):
+def _(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, q_descale, k_descale, v_descale,
+      causal, bottom_right, scale):
     return None
 
 
@@ -277,7 +285,7 @@ def attention(q, k, v, *, causal=False, bottom_right=False, scale=None, out=None
     for a new shape class compiles and tunes (CUJIT_* knobs apply).
 
     FP8: q, k and v all torch.float8_e4m3fn (sm_89 or newer, head dim 64 or
-    128, or 256 on sm_90a; dense batches) with q_descale, k_descale and v_descale, float32
+    128, or 256 on sm_90a) with q_descale, k_descale and v_descale, float32
     factors on q's device as FlashAttention-3's: the value attended to is
     the stored e4m3 value times its factor; [B, Hkv] (one per sequence and
     KV head, any strides; a query head takes its KV head's), [Hkv] (one per
@@ -339,7 +347,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
-                     bottom_right=False, scale=None, out=None, return_lse=False):
+                     bottom_right=False, scale=None, out=None, return_lse=False, q_descale=None, k_descale=None,
+                     v_descale=None):
     """Attention within each sequence of a ragged batch; returns out, or (out, lse) with return_lse.
 
     q: [total_q, Hq, D], k and v: [total_k, Hkv, D], float16/bfloat16 CUDA
@@ -354,14 +363,19 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     float32 [Hq, total_q]. Rows outside every sequence are not written (of an
     allocated out or lse they hold whatever torch.empty gave). Enqueued on the
     current stream; CUJIT_CHECK=1 checks the prefix sums on the device first.
+
+    FP8: q, k and v all torch.float8_e4m3fn with q_descale, k_descale and
+    v_descale as attention()'s, per sequence: [batch, Hkv], [Hkv] or one
+    element. out is bfloat16 unless an out (float16 or bfloat16) is given.
     """
-    refuse_grad("attention_varlen", q, k, v)
+    refuse_grad("attention_varlen", q, k, v, q_descale, k_descale, v_descale)
     max_seqlen_q, max_seqlen_k = int(max_seqlen_q), int(max_seqlen_k)
     if out is None:
         out, lse = call(torch.ops.cujit.attention_varlen, _varlen_impl, q, k, v, cu_seqlens_q, cu_seqlens_k,
-                        max_seqlen_q, max_seqlen_k, causal, bottom_right, scale, return_lse)
+                        max_seqlen_q, max_seqlen_k, q_descale, k_descale, v_descale, causal, bottom_right, scale,
+                        return_lse)
     else:
         lse = q.new_empty(_varlen_lse_shape(q), dtype=torch.float32) if return_lse else None
         call(torch.ops.cujit.attention_varlen_out, _varlen_out_impl, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-             max_seqlen_q, max_seqlen_k, causal, bottom_right, scale)
+             max_seqlen_q, max_seqlen_k, q_descale, k_descale, v_descale, causal, bottom_right, scale)
     return (out, lse) if return_lse else out

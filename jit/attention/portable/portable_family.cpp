@@ -127,13 +127,15 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
                        s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype));
   }
 
-  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), and
-  // FP8 inputs (dense).
+  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
+  // also with FP8 inputs.
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> variants = dense_and_ragged(base);
-    AttnSpec fp8 = base;
-    fp8.fp8_qkv = true;
-    variants.push_back(fp8);
+    for (const AttnSpec& s : dense_and_ragged(base)) {
+      AttnSpec fp8 = s;
+      fp8.fp8_qkv = true;
+      variants.push_back(fp8);
+    }
     return variants;
   }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
@@ -145,7 +147,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {
-    if (problem.fp8_qkv && (target.cc < 89 || problem.varlen)) return false;
+    if (problem.fp8_qkv && target.cc < 89) return false;
     return runs_on(target) && !problem.kv_cache() && cujit::kPortableHeadDims.contains(int(problem.head_dim));
   }
 

@@ -183,9 +183,14 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (const std::span<const int> bns = fp8_block_ns(s.head_dim);
-        s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64 || s.varlen)) {
-      return fmt::format("FP8 inputs take head dim 128 (BN 128 or 192) or 256 (BN 64), two or three consumer "
-                         "warpgroups and dense batches");
+        s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64)) {
+      return fmt::format("FP8 inputs take head dim 128 (BN 128 or 192) or 256 (BN 64) and two or three consumer "
+                         "warpgroups");
+    }
+    // ptxas report: a ragged causal tile's bounds (in registers, not the
+    // constant bank) beside BN = 192's scores spill 48 bytes.
+    if (s.fp8_qkv && s.varlen && s.causal && c.bn > 128) {
+      return "FP8 ragged causal tiles spill at BN > 128: BN 128";
     }
     if (const int smem = layout_of(s, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
@@ -219,14 +224,16 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
                        s.varlen ? "true" : "false", s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype));
   }
 
-  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), and
-  // FP8 inputs (dense, D = 128 or 256).
+  // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
+  // also with FP8 inputs at D = 128 or 256.
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> variants = dense_and_ragged(base);
     if (!fp8_block_ns(base.head_dim).empty()) {
-      AttnSpec fp8 = base;
-      fp8.fp8_qkv = true;
-      variants.push_back(fp8);
+      for (const AttnSpec& s : dense_and_ragged(base)) {
+        AttnSpec fp8 = s;
+        fp8.fp8_qkv = true;
+        variants.push_back(fp8);
+      }
     }
     return variants;
   }
@@ -243,7 +250,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   bool supports(const AttnProblem& problem, const Target& target) const override {
     // TMA coordinates are 32-bit.
     const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
-    if (problem.fp8_qkv && (fp8_block_ns(problem.head_dim).empty() || problem.varlen)) return false;
+    if (problem.fp8_qkv && fp8_block_ns(problem.head_dim).empty()) return false;
     return runs_on(target) && fits && !problem.kv_cache() && cujit::kSm90HeadDims.contains(int(problem.head_dim));
   }
 

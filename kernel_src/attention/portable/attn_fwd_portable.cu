@@ -42,6 +42,7 @@ struct Tile {
   int m_block, head, batch;
   int q_row, k_row;
   int seq_q, seq_k, causal_offset;
+  int sequence;  // b in both (FP8's descale factors are per sequence)
 };
 
 // Dense: grid (m-blocks, Hq, B), causal tiles near the end of the sequence
@@ -56,10 +57,10 @@ __device__ __forceinline__ bool tile_of_block(const AttnParams& p, Tile& t) {
     if (int(entry) >= *p.varlen_tile_count) return false;
     const VarlenTile v = p.varlen_tiles[entry];
     t = {v.m_block, int(blockIdx.x - entry * unsigned(p.heads_q)), 0, v.q_row, v.k_row, v.seq_q, v.seq_k,
-         v.causal_offset};
+         v.causal_offset, v.sequence};
   } else {
     t = {CAUSAL ? int(gridDim.x - 1 - blockIdx.x) : int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), 0, 0,
-         p.seq_q, p.seq_k, p.causal_offset};
+         p.seq_q, p.seq_k, p.causal_offset, int(blockIdx.z)};
   }
   return true;
 }
@@ -71,7 +72,6 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = same_type<TIN, e4m3>::value;
   static_assert(kFp8 || same_type<TIN, T>::value, "q, k and v are in T, or e4m3");
-  static_assert(!(kFp8 && VARLEN), "FP8 inputs come in dense batches");
   static_assert(kPortableHeadDims.contains(D), "D is one of kPortableHeadDims: 64 or 128");
   static_assert(D % 64 == 0, "D must be a multiple of 64 (swizzle)");
   static_assert(BM % (16 * WARPS) == 0, "each warp owns whole 16-row m-tiles");
@@ -164,10 +164,10 @@ __global__ void __launch_bounds__(WARPS * 32, 1) attn_fwd_portable(const __grid_
       for (int kt = 0; kt < KT; ++kt) ldmatrix_x4(q_frag[mt][kt], q_frag_addr(mt, kt));
   }
 
-  // FP8: the scores' and the output's factors of this (batch, KV head).
+  // FP8: the scores' and the output's factors of this (sequence, KV head).
   float scale_log2 = p.scale_log2, out_scale = 1.f;
   if constexpr (kFp8) {
-    const i64 at = batch * p.descale_stride[0] + head_kv * p.descale_stride[1];
+    const i64 at = t.sequence * p.descale_stride[0] + head_kv * p.descale_stride[1];
     scale_log2 *= p.q_descale[at] * p.k_descale[at];
     out_scale = p.v_descale[at];
   }

@@ -56,8 +56,8 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
   using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN, TIN>;
-  static_assert(same_type<TIN, T>::value || (Traits::kFp8 && !VARLEN && BM != 64 && D != 64),
-                "FP8 inputs: dense batches, two or three consumer warpgroups, D of whole 128-byte chunks");
+  static_assert(same_type<TIN, T>::value || (Traits::kFp8 && BM != 64 && D != 64),
+                "FP8 inputs: two or three consumer warpgroups, D of whole 128-byte chunks");
   constexpr int kConsumers = Traits::kConsumers;
   constexpr SmemLayout L = Traits::layout();
   static_assert(L.bytes <= smem_budget(BM), "tile does not fit in shared memory");
@@ -115,10 +115,10 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
 
     float o[1][Traits::kDT][4];  // (64, D)
     zero(o);
-    // FP8: the scores' and the output's factors of this (batch, KV head).
+    // FP8: the scores' and the output's factors of this (sequence, KV head).
     float scale_log2 = a.scale_log2, out_scale = 1.f;
     if constexpr (Traits::kFp8) {
-      const i64 at = t.batch * a.descale_stride[0] + (t.head / a.group) * a.descale_stride[1];
+      const i64 at = t.sequence * a.descale_stride[0] + (t.head / a.group) * a.descale_stride[1];
       scale_log2 *= a.q_descale[at] * a.k_descale[at];
       out_scale = a.v_descale[at];
     }

@@ -10,10 +10,12 @@ namespace cujit::sm90 {
 // One tile: its m-block and head, and its sequence's bounds. q_row, k_row
 // and batch are the sequence's coordinates in the TMA maps (and the LSE):
 // 0, 0 and b for a dense batch, packed row offsets and 0 for a ragged one.
+// sequence is b in both (FP8's descale factors are per sequence).
 struct Tile {
   int m_block, head, batch;
   int q_row, k_row;
   int seq_q, seq_k, causal_offset;  // key j visible to query i iff j < seq_k and (causal) j <= i + causal_offset
+  int sequence;
 };
 
 // The tile at a position of the CTAs' walk: with tiles_by_rows, one m-block
@@ -29,7 +31,7 @@ __device__ __forceinline__ Tile dense_tile_at(int index, const Sm90AttnParams& p
   const unsigned batch = p.head_divisor.quotient(bh);
   const AttnParams& a = p.attn;
   return {CAUSAL ? p.m_blocks - 1 - m : m, int(p.head_divisor.remainder(bh, batch)), int(batch), 0, 0,
-          a.seq_q, a.seq_k, a.causal_offset};
+          a.seq_q, a.seq_k, a.causal_offset, int(batch)};
 }
 
 // A ragged batch: every head of the prepare step's tile index / heads_q, in
@@ -38,7 +40,7 @@ __device__ __forceinline__ Tile varlen_tile_at(int index, const Sm90AttnParams& 
   const unsigned entry = p.head_divisor.quotient(index);
   const VarlenTile v = p.attn.varlen_tiles[entry];
   return {v.m_block, int(p.head_divisor.remainder(index, entry)), 0, v.q_row, v.k_row, v.seq_q, v.seq_k,
-          v.causal_offset};
+          v.causal_offset, v.sequence};
 }
 
 // The CTA's tile in round r: rounds of gridDim.x consecutive tiles, dealt
