@@ -6,7 +6,8 @@
 //  2. mixed lengths (64 sequences, lengths uniform in 128..8192, a fixed
 //     seed): ragged TFLOP/s against the dense kernel's at the same mean
 //     length and about the same FLOPs (bar 0.90).
-// FLOPs count the visible (query, key) pairs: 4 * D * Hq per pair. Prints
+// --dtype fp8 runs both sides with q, k, v in e4m3 (one descale factor of 1,
+// bf16 out). FLOPs count the visible (query, key) pairs: 4 * D * Hq per pair. Prints
 // every ratio with its bar and PASS/MISS; a miss is not an error. Each side
 // tunes its own config; with CUJIT_AUTOTUNE=off both run the default config,
 // which isolates what the ragged path itself costs. bench/varlen_peers.py
@@ -15,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -46,15 +48,32 @@ double pairs(std::int64_t len, bool causal) {
 
 double tflops(double pair_count, const Heads& h, double us) { return 4.0 * double(h.d * h.q) * pair_count / us * 1e-6; }
 
+// The inputs' element type and the output's: f16 or bf16 for both, or e4m3
+// in and bf16 out (FP8, with one descale factor of 1 for all).
+struct Dtypes {
+  jit::DType in, out;
+  bool fp8() const { return in == jit::DType::e4m3; }
+};
+
 // Packed q, k, v (and out) of `total` rows, shared by the dense and ragged
-// calls of one comparison.
+// calls of one comparison, and FP8's descale factor.
 struct Packed {
   jit::DeviceTensor q, k, v, out;
-  Packed(jit::DType dtype, const Heads& h, std::int64_t total)
-      : q(jit::random_tensor(dtype, 1, total, h.q, h.d, 1)),
-        k(jit::random_tensor(dtype, 1, total, h.kv, h.d, 2)),
-        v(jit::random_tensor(dtype, 1, total, h.kv, h.d, 3)),
-        out(jit::random_tensor(dtype, 1, total, h.q, h.d, 4)) {}
+  jit::DeviceBuffer descale;
+  jit::Fp8Descale descales;
+  Packed(const Dtypes& dt, const Heads& h, std::int64_t total)
+      : q(jit::random_tensor(dt.in, 1, total, h.q, h.d, 1)),
+        k(jit::random_tensor(dt.in, 1, total, h.kv, h.d, 2)),
+        v(jit::random_tensor(dt.in, 1, total, h.kv, h.d, 3)),
+        out(jit::random_tensor(dt.out, 1, total, h.q, h.d, 4)) {
+    if (dt.fp8()) {
+      const float one = 1.f;
+      descale = jit::DeviceBuffer(sizeof one);
+      descale.upload(&one, sizeof one);
+      const auto* factor = static_cast<const float*>(descale.data());
+      descales = {factor, factor, factor, std::array<std::int64_t, 2>{0, 0}};
+    }
+  }
   // The rows as a [b, len, H, D] batch (b * len == total), or as packed.
   static jit::TensorView view(const jit::DeviceTensor& t, std::int64_t b, std::int64_t len, std::int64_t heads,
                               std::int64_t d) {
@@ -94,6 +113,7 @@ double time_ragged(Packed& p, const Ragged& r, const Heads& h, std::int64_t tota
   jit::AttentionOptions o;
   o.causal = causal;
   o.align = jit::CausalAlign::BottomRight;
+  o.descale = p.descales;
   const auto q = Packed::view(p.q, 1, total, h.q, h.d), k = Packed::view(p.k, 1, total, h.kv, h.d),
              v = Packed::view(p.v, 1, total, h.kv, h.d), out = Packed::view(p.out, 1, total, h.q, h.d);
   return time_us([&] { jit::attention_varlen(q, k, v, out, r.batch, o); }, quick);
@@ -102,6 +122,7 @@ double time_ragged(Packed& p, const Ragged& r, const Heads& h, std::int64_t tota
 double time_dense(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, bool causal, bool quick) {
   jit::AttentionOptions o;
   o.causal = causal;
+  o.descale = p.descales;
   const auto q = Packed::view(p.q, b, len, h.q, h.d), k = Packed::view(p.k, b, len, h.kv, h.d),
              v = Packed::view(p.v, b, len, h.kv, h.d), out = Packed::view(p.out, b, len, h.q, h.d);
   return time_us([&] { jit::attention(q, k, v, out, o); }, quick);
@@ -120,7 +141,7 @@ struct Tally {
 
 using EqualShape = std::pair<std::int64_t, std::int64_t>;  // B, L
 
-void equal_lengths(jit::DType dtype, const Heads& h, std::vector<EqualShape> shapes, bool quick, Tally& tally) {
+void equal_lengths(const Dtypes& dtype, const Heads& h, std::vector<EqualShape> shapes, bool quick, Tally& tally) {
   fmt::print("\nequal lengths: dense [B, L] against the same rows as a ragged batch (bar {:.2f})\n", kEqualBar);
   fmt::print("{:<24} {:>11} {:>11} {:>8} {:>8}\n", "shape", "dense us", "ragged us", "ratio", "");
   if (shapes.empty()) shapes = {{16, 1024}, {8, 2048}, {4, 4096}, {2, 8192}};
@@ -142,7 +163,7 @@ void equal_lengths(jit::DType dtype, const Heads& h, std::vector<EqualShape> sha
   }
 }
 
-void mixed_lengths(jit::DType dtype, const Heads& h, bool quick, Tally& tally) {
+void mixed_lengths(const Dtypes& dtype, const Heads& h, bool quick, Tally& tally) {
   std::mt19937_64 rng(19);
   std::uniform_int_distribution<std::int64_t> length(128, 8192);
   std::vector<std::int64_t> lens(64);
@@ -203,7 +224,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> equal;
   Heads h;
   app.add_flag("--quick", quick, "one equal-length shape, fewer repetitions");
-  app.add_option("--dtype", dtype_name, "f16 or bf16")->check(CLI::IsMember({"f16", "bf16"}))->capture_default_str();
+  app.add_option("--dtype", dtype_name, "f16, bf16, or fp8 (e4m3 q/k/v, bf16 out)")
+      ->check(CLI::IsMember({"f16", "bf16", "fp8"}))
+      ->capture_default_str();
   app.add_option("--heads-q", h.q, "query heads")->capture_default_str();
   app.add_option("--heads-kv", h.kv, "key/value heads")->capture_default_str();
   app.add_option("--head-dim", h.d, "head dim")->capture_default_str();
@@ -215,7 +238,9 @@ int main(int argc, char** argv) {
     std::vector<EqualShape> shapes;
     for (const std::string& text : equal) shapes.push_back(parse_equal_shape(text));
     const jit::Target target = jit::current_target();  // Error(NoDevice) without a GPU
-    const jit::DType dtype = dtype_name == "f16" ? jit::DType::f16 : jit::DType::bf16;
+    const Dtypes dtype = dtype_name == "fp8"   ? Dtypes{jit::DType::e4m3, jit::DType::bf16}
+                         : dtype_name == "f16" ? Dtypes{jit::DType::f16, jit::DType::f16}
+                                               : Dtypes{jit::DType::bf16, jit::DType::bf16};
     fmt::print("device: {} ({}, {} SMs); Hq={} Hkv={} D={} {}\n", target.device_name, target.arch, target.sm_count,
                h.q, h.kv, h.d, dtype_name);
     Tally tally;

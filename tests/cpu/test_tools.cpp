@@ -419,11 +419,15 @@ TEST(CujitVarlenBenchTool, HelpNamesItsFlagsAndWhatItMeasures) {
   }
 }
 
-TEST(CujitVarlenBenchTool, DtypeIsF16OrBf16) {
-  const ToolRun r = run(kVarlenBench, {"--dtype", "fp8"});
+TEST(CujitVarlenBenchTool, DtypeIsF16Bf16OrFp8) {
+  const ToolRun r = run(kVarlenBench, {"--dtype", "e5m2"});
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.status, 1) << "a usage error ran the benchmark: " << r.err;
   EXPECT_TRUE(contains(r.err, "--dtype")) << r.err;
+  // fp8 is taken: past the usage checks, it stops at the missing GPU.
+  const ToolRun fp8 = run(kVarlenBench, {"--dtype", "fp8", "--quick"}, {{"CUDA_VISIBLE_DEVICES", "-1"}});
+  EXPECT_EQ(fp8.status, 1);
+  EXPECT_TRUE(contains(fp8.err, "cujit-varlen-bench: no device: ")) << fp8.err;
 }
 
 // CUDA_VISIBLE_DEVICES=-1 hides every GPU, so this holds on GPU machines too.
