@@ -40,14 +40,15 @@ cujit::sm90::SmemLayout layout_of(const AttnSpec& s, const Sm90Config& c) {
 }
 
 // FP8 inputs: V is transposed into [D] rows of 128-byte chunks of keys,
-// beside Q, K and V in the ring and O in 16 bits. D = 128: BN 128, or 192
-// (the softmax's fixed costs per key block, the O rescale among them, over
-// 1.5x the keys; two stages only, a transposed chunk half used). D = 256: BN
+// beside Q, K and V in the ring and O in 16 bits. D = 128: BN 128, 192 or
+// 224 (the softmax's fixed costs per key block, the O rescale among them,
+// over 1.5x or 1.75x the keys; two stages only, a transposed chunk partly
+// used, and at 224 one Q buffer). D = 256: BN
 // 64, two stages and one Q buffer (O alone is 64 KiB). D = 64 (64-byte rows)
 // has no kernel here: the portable family serves it.
 // Empty where no FP8 kernel exists.
 std::span<const int> fp8_block_ns(std::int64_t head_dim) {
-  static constexpr int kD128[] = {128, 192};
+  static constexpr int kD128[] = {128, 192, 224};
   static constexpr int kD256[] = {64};
   if (head_dim == 128) return kD128;
   if (head_dim == 256) return kD256;
@@ -57,9 +58,10 @@ std::span<const int> fp8_block_ns(std::int64_t head_dim) {
 // An estimate of the registers a consumer thread needs (it may use
 // smem_layout.h's consumer_registers): the O and S accumulators (fp32), P (S
 // converted to 16 bits, BN / 4, or to e4m3, BN / 8), and addressing and
-// softmax state, calibrated on the ptxas reports of the shipped space.
+// softmax state (fewer with e4m3 inputs), calibrated on the ptxas reports of
+// the shipped space.
 constexpr int estimated_registers(int head_dim, const Sm90Config& c, bool fp8 = false) {
-  return head_dim / 2 + c.bn / 2 + c.bn / (fp8 ? 8 : 4) + 32;
+  return head_dim / 2 + c.bn / 2 + c.bn / (fp8 ? 8 : 4) + (fp8 ? 28 : 32);
 }
 
 // The config used without tuning: the tuned winners of most grid shapes
@@ -184,13 +186,14 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (const std::span<const int> bns = fp8_block_ns(s.head_dim);
         s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64)) {
-      return fmt::format("FP8 inputs take head dim 128 (BN 128 or 192) or 256 (BN 64) and two or three consumer "
-                         "warpgroups");
+      return fmt::format("FP8 inputs take head dim 128 (BN 128, 192 or 224) or 256 (BN 64) and two or three "
+                         "consumer warpgroups");
     }
-    // ptxas report: a ragged causal tile's bounds (in registers, not the
-    // constant bank) beside BN = 192's scores spill 48 bytes.
-    if (s.fp8_qkv && s.varlen && s.causal && c.bn > 128) {
-      return "FP8 ragged causal tiles spill at BN > 128: BN 128";
+    // ptxas reports: a ragged tile's bounds (in registers, not the constant
+    // bank) beside the scores spill: causal at BN = 192 (48 bytes), at BN =
+    // 224 either way (12 bytes without the mask).
+    if (s.fp8_qkv && s.varlen && c.bn > (s.causal ? 128 : 192)) {
+      return fmt::format("FP8 ragged {}tiles spill at BN > {}", s.causal ? "causal " : "", s.causal ? 128 : 192);
     }
     if (const int smem = layout_of(s, c).bytes; smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,

@@ -41,11 +41,12 @@ struct KernelTraits {
   // Whether a block's softmax can run while the warpgroup's P V of the block
   // before runs: S, that P V's operand P and its accumulator O are live at
   // once (fp32 S is BN / 2 registers, P BN / 4 in 16 bits or BN / 8 in
-  // e4m3, O D / 2, plus ~40 for the rest). Where they do not fit (three
-  // consumer warpgroups' 160 registers at larger tiles) ptxas would spill or
-  // serialize the wgmma; there the P V finishes first.
+  // e4m3, O D / 2, plus ~40 for the rest, ~28 with e4m3 inputs: ptxas fits
+  // D = 128, BN = 224 in the consumers' 232 without spilling). Where they do
+  // not fit (three consumer warpgroups' 160 registers at larger tiles) ptxas
+  // would spill or serialize the wgmma; there the P V finishes first.
   static constexpr bool kSoftmaxUnderPV =
-      D / 2 + BN / 2 + BN * kElementBytes / 8 + 40 <= consumer_registers(BM, kFp8);
+      D / 2 + BN / 2 + BN * kElementBytes / 8 + (kFp8 ? 28 : 40) <= consumer_registers(BM, kFp8);
 };
 
 }  // namespace cujit::sm90
