@@ -185,6 +185,17 @@ __device__ __forceinline__ void ld_shared_v2_b32(u32& a, u32& b, u32 addr) {
 __device__ __forceinline__ void st_shared_v2_f32(u32 addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }
+__device__ __forceinline__ void st_shared_f32(u32 addr, float x) {
+  asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(x) : "memory");
+}
+__device__ __forceinline__ float ld_shared_f32(u32 addr) {
+  float x;
+  asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(x) : "r"(addr) : "memory");
+  return x;
+}
+__device__ __forceinline__ void st_global_v2_b32(void* ptr, u32 a, u32 b) {
+  asm volatile("st.global.v2.b32 [%0], {%1,%2};\n" ::"l"(ptr), "r"(a), "r"(b) : "memory");
+}
 
 // Brings the line holding `ptr` into L1, so that a later load of it does not
 // wait for L2.

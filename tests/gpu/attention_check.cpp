@@ -70,6 +70,19 @@ ReferenceProblem reference_problem(const AttnCase& c) {
   return p;
 }
 
+ReferenceProblem sequence_problem(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seq_q, std::int64_t seq_k,
+                                  std::int64_t head_dim, Mask mask) {
+  AttnCase c;
+  c.batch = 1;
+  c.heads_q = heads_q;
+  c.heads_kv = heads_kv;
+  c.seq_q = seq_q;
+  c.seq_k = seq_k;
+  c.head_dim = head_dim;
+  c.mask = mask;
+  return reference_problem(c);
+}
+
 AttnInputs make_inputs(const AttnCase& c, TestRng& rng) {
   const Dims4 q_dims{c.batch, c.heads_q, c.seq_q, c.head_dim};
   const Dims4 kv_dims{c.batch, c.heads_kv, c.seq_k, c.head_dim};

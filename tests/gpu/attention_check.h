@@ -41,6 +41,10 @@ void PrintTo(const AttnCase& c, std::ostream* os);
 jit::AttentionOptions options_for(const AttnCase& c, float* lse);
 /// The reference's view of the case; `scale` is the float the library uses.
 ReferenceProblem reference_problem(const AttnCase& c);
+/// One sequence of a ragged batch (batch 1, the default scale), its causal
+/// diagonal per `mask`.
+ReferenceProblem sequence_problem(std::int64_t heads_q, std::int64_t heads_kv, std::int64_t seq_q, std::int64_t seq_k,
+                                  std::int64_t head_dim, Mask mask);
 
 /// Host inputs (logical order, already rounded to the dtype) and their
 /// device copies in the case's layouts.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "gpu_test_support.h"
+#include "jit/device.h"
 
 namespace cujit_test {
 namespace {
@@ -90,6 +91,12 @@ std::vector<float> emulate_fp8_attention(const ReferenceProblem& p, const Fp8Val
       }
     }
   return out;
+}
+
+bool fp8_attention_served_here(std::int64_t head_dim) {
+  ensure_context();
+  const jit::Target& target = jit::detail::current_device().target;
+  return target.cc >= 89 && (head_dim != 256 || target.arch == "sm_90a");
 }
 
 }  // namespace cujit_test

@@ -38,4 +38,8 @@ Fp8Values quantize_fp8(const ReferenceProblem& p, const std::vector<float>& q, c
 /// zeros. Logical [B, Hq, Sq, D].
 std::vector<float> emulate_fp8_attention(const ReferenceProblem& p, const Fp8Values& in, jit::DType out);
 
+/// Whether a kernel on this GPU serves FP8 attention at `head_dim`: from
+/// sm_89 on, and D = 256 only on sm_90a (the sm90 family's).
+bool fp8_attention_served_here(std::int64_t head_dim);
+
 }  // namespace cujit_test

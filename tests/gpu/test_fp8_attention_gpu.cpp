@@ -21,7 +21,6 @@
 #include "fp8_emulation.h"
 #include "gpu_test_support.h"
 #include "jit/attention.h"
-#include "jit/device.h"
 #include "jit/error.h"
 #include "jit/attention/attention_family.h"
 #include "jit/attention/attention_problem.h"
@@ -54,13 +53,7 @@ std::array<std::int64_t, 2> strides_of(const Fp8Case& c) {
   return {};
 }
 
-// Whether a kernel here serves the case: FP8 from sm_89 on, and D = 256 only
-// on sm_90a (the sm90 family's).
-bool serves_fp8(const AttnCase& c) {
-  ensure_context();
-  const jit::Target& target = jit::detail::current_device().target;
-  return target.cc >= 89 && (c.head_dim != 256 || target.arch == "sm_90a");
-}
+bool serves_fp8(const AttnCase& c) { return fp8_attention_served_here(c.head_dim); }
 
 class Fp8AttentionGpu : public ::testing::TestWithParam<Fp8Case> {
  protected:

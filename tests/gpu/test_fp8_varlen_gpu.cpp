@@ -23,7 +23,6 @@
 #include "fp8_emulation.h"
 #include "gpu_test_support.h"
 #include "jit/attention/attention_problem.h"
-#include "jit/device.h"
 #include "jit/error.h"
 #include "jit/varlen.h"
 #include "reference_attention.h"
@@ -83,15 +82,7 @@ Fp8RaggedRun prepare(const Fp8RaggedCase& c, TestRng& rng) {
   std::int64_t q0 = 0, k0 = 0;
   for (std::int64_t b = 0; b < B; ++b) {
     const std::int64_t lq = c.lens_q[std::size_t(b)], lk = c.lens_k[std::size_t(b)];
-    ReferenceProblem p;
-    p.heads_q = Hq;
-    p.heads_kv = Hkv;
-    p.seq_q = lq;
-    p.seq_k = lk;
-    p.head_dim = D;
-    p.causal = c.mask != Mask::none;
-    p.causal_offset = c.mask == Mask::bottom_right ? lk - lq : 0;
-    p.scale = double(float(1.0 / std::sqrt(double(D))));
+    const ReferenceProblem p = sequence_problem(Hq, Hkv, lq, lk, D, c.mask);
     const Fp8Values in = quantize_fp8(p, rng.normal_vector(std::size_t(Hq * lq * D), DType::f16),
                                       rng.normal_vector(std::size_t(Hkv * lk * D), DType::f16),
                                       rng.normal_vector(std::size_t(Hkv * lk * D), DType::f16), {Hkv, 1});
@@ -189,12 +180,6 @@ ErrorReport expect_within_the_emulations_error(const Fp8RaggedCase& c, const Fp8
   return compare(rows, r.ref.o);
 }
 
-bool serves_fp8(const Fp8RaggedCase& c) {
-  ensure_context();
-  const jit::Target& target = jit::detail::current_device().target;
-  return target.cc >= 89 && (c.head_dim != 256 || target.arch == "sm_90a");
-}
-
 class Fp8RaggedGpu : public ::testing::TestWithParam<Fp8RaggedCase> {
  protected:
   void SetUp() override { CUJIT_REQUIRE_GPU(); }
@@ -205,7 +190,7 @@ TEST_P(Fp8RaggedGpu, WithinTheEmulationsErrorOfTheReference) {
   TestRng rng;
   SCOPED_TRACE(rng.describe());
   Fp8RaggedRun r = prepare(c, rng);
-  if (!serves_fp8(c)) {
+  if (!fp8_attention_served_here(c.head_dim)) {
     try {
       jit::attention_varlen(r.q.view, r.k.view, r.v.view, r.out.view, r.batch, r.options);
       ADD_FAILURE() << "FP8 attention ran where no kernel serves it";
@@ -254,7 +239,7 @@ TEST_P(Fp8RaggedEveryConfigGpu, WithinTheEmulationsErrorOfTheReference) {
   CUJIT_REQUIRE_GPU();
   const Fp8RaggedCase c =
       make_case(DType::bf16, GetParam(), 4, 2, {70, 1, 0, 257, 192, 63}, {70, 300, 5, 257, 192, 63}, Mask::bottom_right);
-  if (!serves_fp8(c)) GTEST_SKIP() << "no FP8 kernel for head dim " << c.head_dim << " here";
+  if (!fp8_attention_served_here(c.head_dim)) GTEST_SKIP() << "no FP8 kernel for head dim " << c.head_dim << " here";
   TestRng rng;
   SCOPED_TRACE(rng.describe());
   Fp8RaggedRun r = prepare(c, rng);

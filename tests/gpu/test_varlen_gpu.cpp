@@ -144,15 +144,7 @@ PackedReference packed_reference(const VarlenCase& c, const VarlenRun& r) {
   for (std::size_t b = 0; b < c.lens_q.size(); ++b) {
     const std::int64_t lq = c.lens_q[b], lk = c.lens_k[b];
     if (lq > 0) {
-      ReferenceProblem p;
-      p.heads_q = Hq;
-      p.heads_kv = Hkv;
-      p.seq_q = lq;
-      p.seq_k = lk;
-      p.head_dim = D;
-      p.causal = c.mask != Mask::none;
-      p.causal_offset = c.mask == Mask::bottom_right ? lk - lq : 0;
-      p.scale = double(float(1.0 / std::sqrt(double(D))));
+      const ReferenceProblem p = sequence_problem(Hq, Hkv, lq, lk, D, c.mask);
       std::vector<float> qb(std::size_t(Hq * lq * D)), kb(std::size_t(Hkv * lk * D)), vb(std::size_t(Hkv * lk * D));
       for (std::int64_t h = 0; h < Hq; ++h)
         for (std::int64_t s = 0; s < lq; ++s)

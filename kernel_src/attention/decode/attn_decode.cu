@@ -164,8 +164,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       if (row < BN) {
         const u32 slot = sPages + u32(block % STAGES) * BN * 8;
         const int page = max(min(pending_entry, p.num_pages - 1), 0);
-        asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(slot + u32(row * 8)), "r"(page), "r"(pending_row)
-                     : "memory");
+        st_shared_v2_b32(slot + u32(row * 8), u32(page), u32(pending_row));
       }
     }
   };
@@ -181,13 +180,10 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       const bool valid = key < k_end;
       i64 outer = batch, inner = key;
       if constexpr (PAGED) {
-        int page, page_row;
-        asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n"
-                     : "=r"(page), "=r"(page_row)
-                     : "r"(sPages + u32((block % STAGES) * BN + row) * 8)
-                     : "memory");
-        outer = page;
-        inner = page_row;
+        u32 page, page_row;
+        ld_shared_v2_b32(page, page_row, sPages + u32((block % STAGES) * BN + row) * 8);
+        outer = int(page);
+        inner = int(page_row);
       }
       const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * KB;
       const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * KB;
@@ -379,8 +375,8 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
       const float l = softmax.total_sum(mt, r);
       const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
       if (lane % 4 == 0) {
-        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(stat_max + u32((warp_n * BM + row) * 4)), "f"(m) : "memory");
-        asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(stat_sum + u32((warp_n * BM + row) * 4)), "f"(l) : "memory");
+        st_shared_f32(stat_max + u32((warp_n * BM + row) * 4), m);
+        st_shared_f32(stat_sum + u32((warp_n * BM + row) * 4), l);
       }
     }
   }
@@ -388,18 +384,13 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
   auto row_stats = [&](int row, float& max_all, float& sum_all) {
     float mx = neg_inf;
 #pragma unroll
-    for (int w = 0; w < WN; ++w) {
-      float m;
-      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(stat_max + u32((w * BM + row) * 4)) : "memory");
-      mx = fmaxf(mx, m);
-    }
+    for (int w = 0; w < WN; ++w) mx = fmaxf(mx, ld_shared_f32(stat_max + u32((w * BM + row) * 4)));
     const float safe = mx == neg_inf ? 0.f : mx;
     float sum = 0.f;
 #pragma unroll
     for (int w = 0; w < WN; ++w) {
-      float m, l;
-      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(m) : "r"(stat_max + u32((w * BM + row) * 4)) : "memory");
-      asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(l) : "r"(stat_sum + u32((w * BM + row) * 4)) : "memory");
+      const float m = ld_shared_f32(stat_max + u32((w * BM + row) * 4));
+      const float l = ld_shared_f32(stat_sum + u32((w * BM + row) * 4));
       sum += l * ex2_approx(m - safe);
     }
     max_all = mx;
@@ -481,7 +472,7 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
         const u32 dst = cluster_part + u32((row * D + col) * 4);
         st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
         st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
-        if (col == 0) asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(cluster_part + u32((BM * D + row) * 4)), "f"(lse2) : "memory");
+        if (col == 0) st_shared_f32(cluster_part + u32((BM * D + row) * 4), lse2);
       } else {
         float* dst = p.partial_o + (part_row0 + r) * D + col;
         st_global_v4_f32(dst, {sum[0], sum[1], sum[2], sum[3]});

@@ -11,6 +11,7 @@
 // for up to 32 splits at D = 128 (64 at D = 64): one warp walking
 // a row's splits in sequence took 20 us for 32 splits (MQA, 128 rows).
 #include "attention/decode/decode_params.h"
+#include "attention/decode/merged_store.cuh"
 #include "attention/head_dims.h"
 #include "common/ptx.cuh"
 
@@ -124,19 +125,7 @@ __global__ void __launch_bounds__(kDecodeCombineThreads) attn_decode_combine(con
   const int r = int(n - batch_head * unsigned(p.rows));
   const int batch = int(p.heads_kv_div.quotient(batch_head));
   const int head_kv = int(batch_head) - batch * p.heads_kv;
-  const int pos = int(p.group_div.quotient(unsigned(r)));
-  const int head = head_kv * p.group + (r - pos * p.group);
-  const float inv = rcp_approx_or_zero(sum);
-  char* dst = static_cast<char*>(p.o) +
-              (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + lane * 4) * 2;
-  const u32 lo = cvt_rn_x2<T>(acc.x * inv, acc.y * inv);
-  const u32 hi = cvt_rn_x2<T>(acc.z * inv, acc.w * inv);
-  asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
-  if (p.lse != nullptr && lane == 0) {
-    constexpr float kLn2 = 0.6931471805599453f;
-    p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] =
-        sum == 0.f ? neg_inf : (mx + lg2_approx(sum)) * kLn2;
-  }
+  store_merged_columns<T>(p, batch, head_kv, r, lane * 4, {acc.x, acc.y, acc.z, acc.w}, sum, mx);
 }
 
 }  // namespace cujit::decode

@@ -9,6 +9,7 @@
 #pragma once
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
+#include "attention/decode/merged_store.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_cluster.cuh"
 
@@ -20,7 +21,6 @@ namespace cujit::decode {
 template <int D, int BM, int kThreads, class T>
 __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch, int head_kv) {
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
-  constexpr float kLn2 = 0.6931471805599453f;
   const float neg_inf = -__int_as_float(0x7f800000);
   cluster_sync();  // every rank's part is written
 
@@ -53,18 +53,7 @@ __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 p
         for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
       }
     }
-    const int r = m0 + row;
-    const int pos = int(p.group_div.quotient(unsigned(r)));
-    const int head = head_kv * p.group + (r - pos * p.group);
-    const float inv = rcp_approx_or_zero(sum);
-    char* dst = static_cast<char*>(p.o) + (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + col) * 2;
-    const u32 lo = cvt_rn_x2<T>(acc[0] * inv, acc[1] * inv);
-    const u32 hi = cvt_rn_x2<T>(acc[2] * inv, acc[3] * inv);
-    asm volatile("st.global.v2.b32 [%0], {%1, %2};\n" ::"l"(dst), "r"(lo), "r"(hi) : "memory");
-    if (p.lse != nullptr && col == 0) {
-      p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] =
-          sum == 0.f ? neg_inf : (mx + lg2_approx(sum)) * kLn2;
-    }
+    store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
   }
   cluster_sync();  // no CTA leaves while another still reads its shared memory
 }
