@@ -34,7 +34,7 @@ struct AttentionShape {
   /// The cache in DType::e4m3 (with descale factors), q and out in `dtype`.
   bool fp8_kv = false;
   /// Not a KV-cache shape: q, k and v in DType::e4m3 (FP8 attention), out
-  /// in `dtype`. Not with `varlen`.
+  /// in `dtype`; with `varlen`, a ragged FP8 batch.
   bool fp8_qkv = false;
 };
 
@@ -51,8 +51,8 @@ AttentionShape parse_attention_shape(const std::string& text);
 /// "page_size" (default 0: contiguous) and "kv_dtype" ("fp8" or "e4m3" for
 /// an FP8 cache, else "dtype"'s), and whose "causal" defaults to true, as
 /// KvAttentionOptions's does; those keys without "kv_cache": true, and any
-/// other key, are refused. A dense shape may give "qkv_dtype": "fp8" (or
-/// "e4m3"): q, k and v in e4m3, out in "dtype". Throws Error(InvalidArgument) naming the parse
+/// other key, are refused. A dense or ragged shape may give "qkv_dtype":
+/// "fp8" (or "e4m3"): q, k and v in e4m3, out in "dtype". Throws Error(InvalidArgument) naming the parse
 /// error's position, or the entry (by index from 0) and key that is wrong (a
 /// KV-cache shape plan_kv_attention would refuse included). An empty
 /// "shapes" array is valid.
