@@ -58,8 +58,8 @@ typedef struct {
   /* FP8 inputs (q, k and v CUJIT_E4M3, out CUJIT_F16 or CUJIT_BF16): float32
    * descale factors on the device, as FlashAttention-3's, value = stored x
    * factor; batch b's and KV head h's at [b * descale_strides[0] + h *
-   * descale_strides[1]] (a query head uses its KV head's). NULL for 16-bit
-   * inputs. FP8 is refused for ragged batches (cujit_attention_varlen). */
+   * descale_strides[1]] (a query head uses its KV head's; for a ragged batch,
+   * cujit_attention_varlen, b is the sequence). NULL for 16-bit inputs. */
   const float* q_descale;
   const float* k_descale;
   const float* v_descale;
