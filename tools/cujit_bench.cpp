@@ -27,6 +27,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <vector>
 
 #include "jit/attention_inspect.h"
@@ -35,6 +36,7 @@
 #include "jit/warmup.h"
 #include "tools/launch_floor.h"
 #include "tools/tool_message.h"
+#include "tools/unit_descale.h"
 
 extern char** environ;
 
@@ -65,9 +67,9 @@ std::vector<BenchShape> grid(bool quick) {
 // all, and out in s.dtype.
 struct BenchTensors {
   jit::DeviceTensor q, k, v;
-  jit::DeviceBuffer out_buffer, descale;
+  jit::DeviceBuffer out_buffer;
   jit::TensorView out;
-  jit::Fp8Descale descales;
+  std::optional<UnitDescale> fp8;  // set for e4m3 inputs
 };
 BenchTensors bench_tensors(const jit::AttentionShape& s, bool fp8 = false) {
   BenchTensors t;
@@ -77,13 +79,7 @@ BenchTensors bench_tensors(const jit::AttentionShape& s, bool fp8 = false) {
   t.v = jit::random_tensor(in, s.batch, s.heads, s.seq, s.head_dim, 13);
   t.out_buffer = jit::DeviceBuffer(std::size_t(t.q.view.numel()) * jit::element_size(s.dtype));
   t.out = jit::TensorView::bhsd(t.out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
-  if (fp8) {
-    const float one = 1.f;
-    t.descale = jit::DeviceBuffer(sizeof one);
-    t.descale.upload(&one, sizeof one);
-    const auto* factor = static_cast<const float*>(t.descale.data());
-    t.descales = {factor, factor, factor, std::array<std::int64_t, 2>{0, 0}};
-  }
+  if (fp8) t.fp8.emplace();
   return t;
 }
 
@@ -100,7 +96,7 @@ Measured measure(const jit::AttentionShape& s, bool fp8) {
   const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
   jit::AttentionOptions options;
   options.causal = s.causal;
-  options.descale = tensors.descales;
+  if (tensors.fp8) options.descale = tensors.fp8->descales;
   Measured m;
   const auto start = std::chrono::steady_clock::now();
   m.plan = jit::plan_attention(q, k, v, out, options);

@@ -16,13 +16,13 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -30,6 +30,7 @@
 
 #include "jit/cujit.h"
 #include "tools/tool_message.h"
+#include "tools/unit_descale.h"
 
 namespace {
 
@@ -59,21 +60,15 @@ struct Dtypes {
 // calls of one comparison, and FP8's descale factor.
 struct Packed {
   jit::DeviceTensor q, k, v, out;
-  jit::DeviceBuffer descale;
-  jit::Fp8Descale descales;
+  std::optional<UnitDescale> fp8;  // set for e4m3 inputs
   Packed(const Dtypes& dt, const Heads& h, std::int64_t total)
       : q(jit::random_tensor(dt.in, 1, total, h.q, h.d, 1)),
         k(jit::random_tensor(dt.in, 1, total, h.kv, h.d, 2)),
         v(jit::random_tensor(dt.in, 1, total, h.kv, h.d, 3)),
         out(jit::random_tensor(dt.out, 1, total, h.q, h.d, 4)) {
-    if (dt.fp8()) {
-      const float one = 1.f;
-      descale = jit::DeviceBuffer(sizeof one);
-      descale.upload(&one, sizeof one);
-      const auto* factor = static_cast<const float*>(descale.data());
-      descales = {factor, factor, factor, std::array<std::int64_t, 2>{0, 0}};
-    }
+    if (dt.fp8()) fp8.emplace();
   }
+  jit::Fp8Descale descales() const { return fp8 ? fp8->descales : jit::Fp8Descale{}; }
   // The rows as a [b, len, H, D] batch (b * len == total), or as packed.
   static jit::TensorView view(const jit::DeviceTensor& t, std::int64_t b, std::int64_t len, std::int64_t heads,
                               std::int64_t d) {
@@ -113,7 +108,7 @@ double time_ragged(Packed& p, const Ragged& r, const Heads& h, std::int64_t tota
   jit::AttentionOptions o;
   o.causal = causal;
   o.align = jit::CausalAlign::BottomRight;
-  o.descale = p.descales;
+  o.descale = p.descales();
   const auto q = Packed::view(p.q, 1, total, h.q, h.d), k = Packed::view(p.k, 1, total, h.kv, h.d),
              v = Packed::view(p.v, 1, total, h.kv, h.d), out = Packed::view(p.out, 1, total, h.q, h.d);
   return time_us([&] { jit::attention_varlen(q, k, v, out, r.batch, o); }, quick);
@@ -122,7 +117,7 @@ double time_ragged(Packed& p, const Ragged& r, const Heads& h, std::int64_t tota
 double time_dense(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, bool causal, bool quick) {
   jit::AttentionOptions o;
   o.causal = causal;
-  o.descale = p.descales;
+  o.descale = p.descales();
   const auto q = Packed::view(p.q, b, len, h.q, h.d), k = Packed::view(p.k, b, len, h.kv, h.d),
              v = Packed::view(p.v, b, len, h.kv, h.d), out = Packed::view(p.out, b, len, h.q, h.d);
   return time_us([&] { jit::attention(q, k, v, out, o); }, quick);

@@ -7,8 +7,6 @@
 
 namespace cujit_test {
 
-namespace {
-
 const char* mask_name(Mask mask) {
   switch (mask) {
     case Mask::none: return "full";
@@ -17,6 +15,8 @@ const char* mask_name(Mask mask) {
   }
   return "?";
 }
+
+namespace {
 
 std::string scale_name(float scale) {
   std::string text = fmt::format("{}", scale);

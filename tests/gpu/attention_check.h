@@ -21,6 +21,8 @@ constexpr double kRelL2Tolerance = 1e-2;
 constexpr double kLseTolerance = 1e-3;
 
 enum class Mask { none, top_left, bottom_right };
+/// "full", "causalTL", "causalBR": as test names spell the mask.
+const char* mask_name(Mask mask);
 
 struct AttnCase {
   jit::DType dtype = jit::DType::f16;

@@ -40,9 +40,8 @@ struct Fp8RaggedCase {
 };
 
 std::string case_name(const Fp8RaggedCase& c) {
-  const char* mask = c.mask == Mask::none ? "full" : c.mask == Mask::top_left ? "causalTL" : "causalBR";
   return fmt::format("e4m3_to_{}_d{}_h{}x{}_q{}_k{}_{}", jit::to_string(c.out), c.head_dim, c.heads_q, c.heads_kv,
-                     fmt::join(c.lens_q, "_"), fmt::join(c.lens_k, "_"), mask);
+                     fmt::join(c.lens_q, "_"), fmt::join(c.lens_k, "_"), mask_name(c.mask));
 }
 void PrintTo(const Fp8RaggedCase& c, std::ostream* os) { *os << case_name(c); }
 

@@ -54,9 +54,9 @@ std::string short_list(const std::vector<std::int64_t>& lens) {
 }
 
 std::string case_name(const VarlenCase& c) {
-  const char* mask = c.mask == Mask::none ? "full" : c.mask == Mask::top_left ? "causalTL" : "causalBR";
   std::string name = fmt::format("{}_d{}_h{}x{}_q{}_k{}_{}_{}", jit::to_string(c.dtype), c.head_dim, c.heads_q,
-                                 c.heads_kv, short_list(c.lens_q), short_list(c.lens_k), mask, to_string(c.layout));
+                                 c.heads_kv, short_list(c.lens_q), short_list(c.lens_k), mask_name(c.mask),
+                                 to_string(c.layout));
   if (c.tail > 0) name += fmt::format("_tail{}", c.tail);
   if (!c.lse) name += "_nolse";
   return name;

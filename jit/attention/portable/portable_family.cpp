@@ -130,13 +130,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
   // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
   // also with FP8 inputs.
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
-    std::vector<AttnSpec> variants = dense_and_ragged(base);
-    for (const AttnSpec& s : dense_and_ragged(base)) {
-      AttnSpec fp8 = s;
-      fp8.fp8_qkv = true;
-      variants.push_back(fp8);
-    }
-    return variants;
+    return dense_and_ragged(base, /*fp8_inputs=*/true);
   }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
     return varlen_index_params(spec, 0);

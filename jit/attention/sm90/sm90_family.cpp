@@ -230,15 +230,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
   // also with FP8 inputs at D = 128 or 256.
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
-    std::vector<AttnSpec> variants = dense_and_ragged(base);
-    if (!fp8_block_ns(base.head_dim).empty()) {
-      for (const AttnSpec& s : dense_and_ragged(base)) {
-        AttnSpec fp8 = s;
-        fp8.fp8_qkv = true;
-        variants.push_back(fp8);
-      }
-    }
-    return variants;
+    return dense_and_ragged(base, !fp8_block_ns(base.head_dim).empty());
   }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
     return varlen_index_params(spec, int(offsetof(cujit::Sm90AttnParams, attn)));

@@ -37,10 +37,17 @@ const KernelFamily& varlen_prepare_family() {
   return family;
 }
 
-std::vector<AttnSpec> dense_and_ragged(const AttnSpec& base) {
+std::vector<AttnSpec> dense_and_ragged(const AttnSpec& base, bool fp8_inputs) {
   AttnSpec varlen = base;
   varlen.varlen = true;
-  return {base, varlen};
+  std::vector<AttnSpec> specs = {base, varlen};
+  if (fp8_inputs) {
+    for (AttnSpec s : {base, varlen}) {
+      s.fp8_qkv = true;
+      specs.push_back(s);
+    }
+  }
+  return specs;
 }
 
 std::vector<AttentionFamily::Companion> varlen_companions(const Json& spec) {

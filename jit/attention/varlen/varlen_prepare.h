@@ -15,10 +15,11 @@ namespace jit::detail {
 const KernelFamily& varlen_prepare_family();
 
 // What the sm90 and portable families share for ragged batches: each spec
-// comes dense and ragged ("varlen": true); a ragged spec's companion is the
-// prepare step, and its index parameters are AttnParams's tile list, at
+// comes dense and ragged ("varlen": true), and with `fp8_inputs` each of
+// those again with e4m3 q, k and v; a ragged spec's companion is the prepare
+// step, and its index parameters are AttnParams's tile list, at
 // `attn_offset` in the kernel's parameter struct.
-std::vector<AttnSpec> dense_and_ragged(const AttnSpec& base);
+std::vector<AttnSpec> dense_and_ragged(const AttnSpec& base, bool fp8_inputs);
 std::vector<AttentionFamily::Companion> varlen_companions(const Json& spec);
 std::vector<int> varlen_index_params(const Json& spec, int attn_offset);
 
