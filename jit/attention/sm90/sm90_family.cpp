@@ -43,13 +43,14 @@ cujit::sm90::SmemLayout layout_of(const AttnSpec& s, const Sm90Config& c) {
 // beside Q, K and V in the ring and O in 16 bits. D = 128: BN 128, 192 or
 // 224 (the softmax's fixed costs per key block, the O rescale among them,
 // over 1.5x or 1.75x the keys; two stages only, a transposed chunk partly
-// used, and at 224 one Q buffer). D = 256: BN
-// 64, two stages and one Q buffer (O alone is 64 KiB). D = 64 (64-byte rows)
+// used, and at 224 one Q buffer). D = 256: BN 64 (two stages, one Q
+// buffer: O alone is 64 KiB) or 128 (O not staged: stored from registers).
+// D = 64 (64-byte rows)
 // has no kernel here: the portable family serves it.
 // Empty where no FP8 kernel exists.
 std::span<const int> fp8_block_ns(std::int64_t head_dim) {
   static constexpr int kD128[] = {128, 192, 224};
-  static constexpr int kD256[] = {64};
+  static constexpr int kD256[] = {64, 128};
   if (head_dim == 128) return kD128;
   if (head_dim == 256) return kD256;
   return {};
@@ -186,9 +187,13 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (const std::span<const int> bns = fp8_block_ns(s.head_dim);
         s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64)) {
-      return fmt::format("FP8 inputs take head dim 128 (BN 128, 192 or 224) or 256 (BN 64) and two or three "
+      return fmt::format("FP8 inputs take head dim 128 (BN 128, 192 or 224) or 256 (BN 64 or 128) and two or three "
                          "consumer warpgroups");
     }
+    // At D = 256 only BN 64 could take a third stage (with O unstaged):
+    // measured no faster than two (docs/perf-log.md fp8 v4), and its ragged
+    // tiles spill.
+    if (s.fp8_qkv && s.head_dim == 256 && c.stages > 2) return "FP8 at head dim 256 takes two K/V stages";
     // ptxas reports: a ragged tile's bounds (in registers, not the constant
     // bank) beside the scores spill: causal at BN = 192 (48 bytes), at BN =
     // 224 either way (12 bytes without the mask).
@@ -203,9 +208,9 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
                          cujit::sm90::ctas_per_sm(c.bm), budget);
     }
     if (const int regs = estimated_registers(s.head_dim, c, s.fp8_qkv);
-        regs > cujit::sm90::consumer_registers(c.bm, s.fp8_qkv)) {
+        regs > cujit::sm90::consumer_registers(c.bm, s.fp8_qkv, s.head_dim)) {
       return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
-                         c.bm / 64, cujit::sm90::consumer_registers(c.bm, s.fp8_qkv));
+                         c.bm / 64, cujit::sm90::consumer_registers(c.bm, s.fp8_qkv, s.head_dim));
     }
     return std::nullopt;
   }

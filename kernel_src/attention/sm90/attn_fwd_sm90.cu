@@ -36,10 +36,10 @@ namespace cujit::sm90 {
 
 // Registers per thread after reallocation (smem_layout.h), checked against
 // what the launch gave the CTA's threads: setmaxnreg.inc cannot take more.
-template <int CONSUMERS, bool TRANSPOSES_V>
+template <int CONSUMERS, bool TRANSPOSES_V, int D>
 struct RegisterSplit {
-  static constexpr int kProducer = producer_registers(64 * CONSUMERS, TRANSPOSES_V);
-  static constexpr int kConsumer = consumer_registers(64 * CONSUMERS, TRANSPOSES_V);
+  static constexpr int kProducer = producer_registers(64 * CONSUMERS, TRANSPOSES_V, D);
+  static constexpr int kConsumer = consumer_registers(64 * CONSUMERS, TRANSPOSES_V, D);
   static_assert(128 * kProducer + 128 * CONSUMERS * kConsumer <=
                     128 * (CONSUMERS + 1) * launch_registers(64 * CONSUMERS),
                 "register file overcommitted");
@@ -81,17 +81,22 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   // branch on it with code for warps that might have diverged.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
 
-  using Registers = RegisterSplit<kConsumers, Traits::kFp8>;
+  using Registers = RegisterSplit<kConsumers, Traits::kFp8, D>;
   if (warpgroup == 0) {
     setmaxnreg_dec<Registers::kProducer>();
     // Before thread 0 leaves its warp for the producer loop: a shuffle needs
     // every lane.
     const int producer_warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
-    if (threadIdx.x == 0) {
-      produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
-    } else if constexpr (Traits::kFp8) {
-      if (producer_warp > 0) VTransposer<Traits>{bars, sV, sVt, producer_warp - 1, int(threadIdx.x % 32)}.run(p);
+    // The transposer's warps first: with the producer thread's branch
+    // ahead of it, ptxas keeps both loops' state live at once and spills at
+    // 24 registers (D = 256).
+    if constexpr (Traits::kFp8) {
+      if (producer_warp > 0) {
+        VTransposer<Traits>{bars, sV, sVt, producer_warp - 1, int(threadIdx.x % 32)}.run(p);
+        return;
+      }
     }
+    if (threadIdx.x == 0) produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
     return;
   }
 

@@ -4,8 +4,10 @@
 // conflicts) and written by one TMA store; the natural-log LSE per row when
 // asked. FP8 inputs: O times v's descale factor, still in 16 bits (its
 // chunks are the output's, twice the inputs'), its columns put back in
-// order from the transposed V's (v_transposer.cuh). A split-KV partial
-// (unnormalized O and its LSE into a workspace) replaces this struct.
+// order from the transposed V's (v_transposer.cuh). Where the layout has no
+// room to stage O (SmemLayout::o_unstaged), each thread stores its own
+// columns from registers instead: a quad's four threads write 32 bytes of
+// one row, whole sectors.
 #pragma once
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
@@ -32,6 +34,10 @@ struct TmaEpilogue {
                                         float out_scale, const Sm90AttnParams& p, const Tile& t, int m_wg) const {
     constexpr SmemLayout L = Traits::layout();
     const AttnParams& a = p.attn;
+    if constexpr (L.o_unstaged) {
+      store_unstaged(o, softmax, out_scale, a, t, m_wg);
+      return;
+    }
     if (thread == 0) bulk_wait_group_read_0();  // the last tile's store has read sO
     warpgroup_sync<Traits::kConsumers>(wg);
 #pragma unroll
@@ -85,6 +91,36 @@ struct TmaEpilogue {
         tma_store_4d(&p.o, sO_wg + c * Traits::BM * kRowBytes, c * Traits::kOutChunkColumns, t.q_row + m_wg, t.head,
                      t.batch);
       bulk_commit_group();
+    }
+  }
+
+  // O not staged: each row from the registers that hold it, FP8's column
+  // order put back as the staged store does (8 bytes a thread per 16
+  // columns), rows past the sequence left out.
+  __device__ __forceinline__ void store_unstaged(const float (&o)[1][kDT][4],
+                                                 const OnlineSoftmax<1, Traits::kNT, kDT>& softmax, float out_scale,
+                                                 const AttnParams& a, const Tile& t, int m_wg) const {
+    static_assert(Traits::kFp8, "only O twice Q's size (FP8 inputs) can lack room to stage");
+    char* o_wg = static_cast<char*>(a.o) +
+                 (i64(t.batch) * a.o_stride[0] + i64(t.head) * a.o_stride[1] + i64(t.q_row + m_wg) * a.o_stride[2]) *
+                     Traits::kOutBytes;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float l = softmax.total_sum(0, r);
+      const float inv = softmax.normalizer(l) * out_scale;
+      const int row = warp * 16 + lane / 4 + 8 * r;
+      if (m_wg + row < t.seq_q) {
+        char* o_row = o_wg + i64(row) * a.o_stride[2] * Traits::kOutBytes + (lane % 4) * 4 * Traits::kOutBytes;
+#pragma unroll
+        for (int s = 0; s < kDT / 2; ++s) {
+          const u32 lo = cvt_rn_x2<T>(o[0][2 * s][2 * r] * inv, o[0][2 * s + 1][2 * r] * inv);
+          const u32 hi = cvt_rn_x2<T>(o[0][2 * s][2 * r + 1] * inv, o[0][2 * s + 1][2 * r + 1] * inv);
+          st_global_v2_b32(o_row + 16 * s * Traits::kOutBytes, lo, hi);
+        }
+        if (a.lse != nullptr && lane % 4 == 0) {
+          a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + t.q_row + m_wg + row] = softmax.lse(0, r, l);
+        }
+      }
     }
   }
 

@@ -46,7 +46,7 @@ struct KernelTraits {
   // not fit (three consumer warpgroups' 160 registers at larger tiles) ptxas
   // would spill or serialize the wgmma; there the P V finishes first.
   static constexpr bool kSoftmaxUnderPV =
-      D / 2 + BN / 2 + BN * kElementBytes / 8 + (kFp8 ? 28 : 40) <= consumer_registers(BM, kFp8);
+      D / 2 + BN / 2 + BN * kElementBytes / 8 + (kFp8 ? 28 : 40) <= consumer_registers(BM, kFp8, D);
 };
 
 }  // namespace cujit::sm90

@@ -8,7 +8,9 @@
 // ([D][BN], keys contiguous: 8-bit wgmma takes its B operand K-major only),
 // and O, in 16 bits, is twice Q's size. The transposed ring's rows are
 // chunks of 128 keys ([BN / 128 chunks][D][128 bytes], the last chunk
-// partly used where BN is not a multiple of 128).
+// partly used where BN is not a multiple of 128). Where O fits neither
+// beside the rest nor in Q's buffer (FP8 at D = 256, BN = 128), it is not
+// staged: the epilogue stores it from registers.
 #pragma once
 #include "common/host_device.h"
 
@@ -39,13 +41,15 @@ CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
 // Registers per thread after setmaxnreg: the producer warpgroup gives its
 // share to the BM / 64 consumer warpgroups, within what the launch bounds
 // gave the CTA (launch_registers per thread). The host prunes against the
-// consumers'. Transposing V (FP8) takes the producer warpgroup more: at BM =
-// 128 the consumers keep 232 and the producer warpgroup the rest, 40.
-CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false) {
-  return bm == 192 ? 32 : transposes_v ? 40 : 24;
+// consumers'. Transposing V (FP8) at D = 128 leaves the producer warpgroup
+// 40 and the consumers 232; at D = 256 the consumers' O alone is 128
+// registers, so they take 240 and the transposer makes do with 24.
+CUJIT_HOST_DEVICE constexpr bool transposer_keeps_40(bool transposes_v, int d) { return transposes_v && d <= 128; }
+CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false, int d = 128) {
+  return bm == 192 ? 32 : transposer_keeps_40(transposes_v, d) ? 40 : 24;
 }
-CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false) {
-  return bm == 64 ? 232 : bm == 128 ? (transposes_v ? 232 : 240) : 160;
+CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false, int d = 128) {
+  return bm == 64 ? 232 : bm == 128 ? (transposer_keeps_40(transposes_v, d) ? 232 : 240) : 160;
 }
 // What each thread holds before setmaxnreg: the register file over the
 // CTA's threads (one producer and BM / 64 consumer warpgroups) and its CTAs
@@ -75,9 +79,11 @@ struct SmemLayout {
   int barrier_bytes;
   // In order of preference, what fits: two Q buffers (the next tile's Q loads
   // while this tile runs) and a separate O buffer (the next Q need not wait
-  // for this tile's store); one Q buffer; one Q buffer that also stages O.
+  // for this tile's store); one Q buffer; one Q buffer that also stages O;
+  // one Q buffer and O not staged at all.
   int q_buffers;
   bool o_in_q;
+  bool o_unstaged;     // O goes from registers to global memory
   int q, k, v, vt, o, barriers;  // offsets from the aligned base
   int bytes;           // dynamic shared memory to request, with slack to align the base
 
@@ -97,12 +103,15 @@ struct SmemLayout {
                       : 1),
         o_in_q(o_bytes <= q_bytes &&
                total(1, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) > smem_budget(bm)),
+        o_unstaged(o_bytes > q_bytes &&
+                   total(1, false, q_bytes, o_bytes, kv_bytes, stages, vt_stages * vt_bytes) > smem_budget(bm)),
         q(0),
         k(q_buffers * q_bytes),
         v(q_buffers * q_bytes + stages * kv_bytes),
         vt(q_buffers * q_bytes + 2 * stages * kv_bytes),
         o(o_in_q ? 0 : q_buffers * q_bytes + 2 * stages * kv_bytes + vt_stages * vt_bytes),
-        barriers(q_buffers * q_bytes + 2 * stages * kv_bytes + vt_stages * vt_bytes + (o_in_q ? 0 : o_bytes)),
+        barriers(q_buffers * q_bytes + 2 * stages * kv_bytes + vt_stages * vt_bytes +
+                 (o_in_q || o_unstaged ? 0 : o_bytes)),
         bytes(barriers + barrier_bytes + kSmemAlign),
         stages_(stages) {}
 
@@ -122,10 +131,11 @@ struct SmemLayout {
     return 2 * kMaxQBuffers + (transposed_v ? 6 : 4) * stages;
   }
 
-  // vt_ring_bytes: the whole transposed V ring (0 without one).
-  CUJIT_HOST_DEVICE static constexpr int total(int q_buffers, bool o_in_q, int q_bytes, int o_bytes, int kv_bytes,
+  // vt_ring_bytes: the whole transposed V ring (0 without one). no_o: O
+  // has no buffer of its own (in Q's, or none).
+  CUJIT_HOST_DEVICE static constexpr int total(int q_buffers, bool no_o, int q_bytes, int o_bytes, int kv_bytes,
                                                int stages, int vt_ring_bytes) {
-    return q_buffers * q_bytes + (o_in_q ? 0 : o_bytes) + 2 * stages * kv_bytes + vt_ring_bytes +
+    return q_buffers * q_bytes + (no_o ? 0 : o_bytes) + 2 * stages * kv_bytes + vt_ring_bytes +
            barrier_count(stages, vt_ring_bytes > 0) * kBarrierBytes + kSmemAlign;
   }
 

@@ -25,11 +25,14 @@ struct VTransposer {
   // 2g+1 (g = lane / 4, q = lane % 4); one prmt per word sorts them into
   // the key order for column 2g and for 2g+1, which is the layout stmatrix
   // stores as rows 2g and 2g+1 of the transposed tile. A warp's unit of work
-  // is four passes (32 keys x 64 columns), all loaded before any is stored
-  // so that their latencies overlap (which takes the producer warpgroup 40
-  // registers).
+  // is four passes (32 keys x 64 columns) whose latencies overlap: all four
+  // loaded before any is stored where the producer warpgroup has 40
+  // registers (D = 128, smem_layout.h); in its 24 (D = 256), two ahead.
   static constexpr int kPassesPerUnit = 4;
+  static constexpr int kLoadsAhead = transposer_keeps_40(true, D) ? kPassesPerUnit : 2;
   static constexpr int kColumnUnits = D / (16 * kPassesPerUnit);
+  static constexpr int kUnitBytes = 16 * kPassesPerUnit;  // of a 128-byte chunk row of V
+  static constexpr int kUnitsPerChunk = kRowBytes / kUnitBytes;
   static constexpr int kUnits = kColumnUnits * (BN / 32);
   SharedBarriers<Traits> bars;
   u32 sV, sVt;  // stage 0 of the V ring and of the transposed ring
@@ -42,7 +45,7 @@ struct VTransposer {
     for_each_tile<Traits::CAUSAL, Traits::VARLEN>(p, [&](int, const Tile& t) {
       const KeyBlockRange blocks =
           key_block_range(t.m_block * BM, BM, BN, t.seq_q, t.seq_k, Traits::CAUSAL, t.causal_offset);
-      for (int n = 0; n < blocks.count; ++n, ++kv_iter) {
+      for (const int end = kv_iter + blocks.count; kv_iter < end; ++kv_iter) {
         const RingSlot<Traits::STAGES> slot = RingSlot<Traits::STAGES>::at(kv_iter);
         bars.v_full(slot.index).wait(slot.phase);
         bars.vt_empty(slot.index).wait(slot.phase ^ 1);
@@ -77,22 +80,23 @@ struct VTransposer {
     const u32 st_lane = sVt + stage * L.vt_bytes + out_row * kRowBytes + (((matrix >> 1) ^ row) << 4);
     for (int unit = warp; unit < kUnits; unit += Traits::kTransposerWarps) {
       const int key_pass = unit / kColumnUnits;  // keys 32 key_pass ..
-      const int column_unit = unit % kColumnUnits;  // head-dim columns 64 column_unit ..
-      // 64 columns are half a 128-byte chunk row: XOR 4 units in, or stay.
-      const u32 ld =
-          (ld_lane + key_pass * 32 * kRowBytes + (column_unit / 2) * BN * kRowBytes) ^ ((column_unit % 2) << 6);
+      const int column_unit = unit % kColumnUnits;  // head-dim columns kUnitBytes * column_unit ..
+      // A unit's columns are a part of a 128-byte chunk row: XOR its offset in.
+      const u32 ld = (ld_lane + key_pass * 32 * kRowBytes + (column_unit / kUnitsPerChunk) * BN * kRowBytes) ^
+                     ((column_unit % kUnitsPerChunk) * kUnitBytes);
       // 32 keys are a quarter of a 128-key chunk row.
       const u32 st = ((st_lane + (key_pass / 4) * D * kRowBytes) ^ ((key_pass % 4) << 5)) +
                      column_unit * kPassesPerUnit * 16 * kRowBytes;
       u32 w[kPassesPerUnit][4];
 #pragma unroll
-      for (int i = 0; i < kPassesPerUnit; ++i) ldmatrix_x4_trans(w[i], ld ^ (i << 4));
+      for (int i = 0; i < kLoadsAhead; ++i) ldmatrix_x4_trans(w[i], ld ^ (i << 4));
 #pragma unroll
       for (int i = 0; i < kPassesPerUnit; ++i) {
         // Keys {2q, 2q+1, 8+2q, 9+2q} (and 16 on) of column 2g, then of 2g+1.
         const u32 out[4] = {byte_perm<0x6420>(w[i][0], w[i][1]), byte_perm<0x7531>(w[i][0], w[i][1]),
                             byte_perm<0x6420>(w[i][2], w[i][3]), byte_perm<0x7531>(w[i][2], w[i][3])};
         stmatrix_x4(st + i * 16 * kRowBytes, out);
+        if (i + kLoadsAhead < kPassesPerUnit) ldmatrix_x4_trans(w[i + kLoadsAhead], ld ^ ((i + kLoadsAhead) << 4));
       }
     }
   }
