@@ -59,12 +59,16 @@ std::int64_t packed_rows(const AttnProblem& p) { return p.heads_q / std::max<std
 // Registers per thread: the fp32 O (D / 2) and scores (keys per warp / 2), Q's
 // fragments when they stay in registers (D <= 128), and about 96 for
 // addresses and the softmax (112 at D = 256, whose 16-byte chunks take more
-// load passes), from the ptxas reports.
+// load passes), from the ptxas reports. An FP8 cache read as bf16 goes
+// through f16 and f32 (no direct conversion): at D = 128 with 64 keys a
+// warp, ptxas takes all 255 registers and spills in 13 of 40 such variants
+// (sm_90a, sm_89), so those count as over.
 int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
   const int key_warps = c.warps / (s.block_m / 16);
   const int keys_per_warp = c.bn / key_warps;
+  const int fp8_to_bf16 = s.fp8_kv && s.dtype == DType::bf16 ? 32 : 0;
   return s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0) +
-         (s.head_dim > 128 ? 112 : 96);
+         (s.head_dim > 128 ? 112 : 96) + fp8_to_bf16;
 }
 
 // D = 256 fits the registers without spilling only as sm_90's ptxas
