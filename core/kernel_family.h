@@ -86,6 +86,10 @@ class KernelFamily {
   /// find the index parameters (a 64-byte-aligned struct of TMA descriptors
   /// starts past the base on sm_90).
   virtual int params_alignment(const Json& /*spec*/, const Json& /*config*/) const { return 8; }
+  /// Every load of the kernel reads index metadata, never an input tensor
+  /// (a step that turns sequence lengths into a tile list): cujit-sass then
+  /// counts what it loads, staged through shared memory or not, as indices.
+  virtual bool reads_only_index_data(const Json& /*spec*/, const Json& /*config*/) const { return false; }
   /// Its runs stream more than they compute (decode over a KV cache): the
   /// tuner times them after scrubbing L2, as a model step finds its cache in
   /// DRAM; timed back to back, a cache that fits in L2 would be served from

@@ -349,6 +349,7 @@ VariantBinary obtain_binary(const KernelFamily& family, const Json& spec, const 
       meta["index_params"] = index_params;
       meta["params_align"] = family.params_alignment(spec, config);
     }
+    if (family.reads_only_index_data(spec, config)) meta["index_only"] = true;
     publish(*cache_root_dir(), key, out, meta);
   }
   return out;

@@ -277,7 +277,8 @@ void mark_range(State& state, const RegisterRef& r, int width, std::uint8_t valu
 }
 
 // Applies instruction `index` to the state; records how it first produced data.
-void transfer(const Instruction& in, int index, State& state, Cause& cause, const ConstantRanges& index_constants) {
+void transfer(const Instruction& in, int index, State& state, Cause& cause, const ConstantRanges& index_constants,
+              bool index_only) {
   const Marks& marks = state.marks;
   const std::string base = base_opcode(in.opcode);
   const std::vector<std::size_t> dests = destination_operands(in);
@@ -322,9 +323,11 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause, cons
   std::uint8_t value = sources;
   if (loads_data(base)) {
     // A loaded value is never the parameter's pointer itself. Through an
-    // index pointer (and no data) it is an index; otherwise it is data.
+    // index pointer (and no data), or anywhere in a kernel that reads only
+    // index metadata, it is an index; otherwise it is data.
     value &= std::uint8_t(~kIndexPointer);
-    const bool index_load = loads_global(base) && (address & kIndexPointer) && !(address & kData);
+    const bool index_load =
+        index_only || (loads_global(base) && (address & kIndexPointer) && !(address & kData));
     if (!index_load) {
       value |= kData;
       data_via = -1;
@@ -511,7 +514,7 @@ Audit audit_function(const Function& function, const AuditOptions& options) {
         if (conditional && i + 1 < code.size()) flow_to(i + 1);
         break;
       }
-      transfer(in, int(i), state, causes[i], index_constants);
+      transfer(in, int(i), state, causes[i], index_constants, options.index_only);
       if (i + 1 == code.size()) break;
     }
   }

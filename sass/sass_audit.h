@@ -107,6 +107,9 @@ struct AuditOptions {
   // The parameter struct's alignment (KernelFamily::params_alignment): it
   // starts at parameter_bank_base rounded up to this.
   int params_align = 8;
+  // The kernel reads only index metadata (KernelFamily::reads_only_index_data):
+  // every load gives an index value, shared-memory ones included.
+  bool index_only = false;
 };
 
 Audit audit_function(const Function& function, const AuditOptions& options = {});

@@ -8,7 +8,9 @@
 // --explain prints, for each flagged branch, the instructions that carried the
 // data mark from a load to its predicate. A cache entry's "index_params"
 // (KernelFamily::index_param_offsets: pointers to lengths and block tables)
-// make loads through those parameters indices, not data (sass/sass_audit.h).
+// make loads through those parameters indices, not data, and its
+// "index_only" (a kernel that reads nothing else) makes every load an index
+// (sass/sass_audit.h).
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -43,6 +45,7 @@ struct Variant {
   jit::sass::Audit audit;
   std::vector<int> index_params;  // the cache entry's "index_params", or --index-params with --sass
   int params_align = 8;           // the entry's "params_align", or --params-align
+  bool index_only = false;        // the entry's "index_only": it reads no input tensor
 };
 
 // Index parameters beyond this offset cannot be in a kernel's parameter struct.
@@ -74,6 +77,13 @@ std::optional<int> params_align_of(const nlohmann::json& meta) {
   const std::int64_t value = it->get<std::int64_t>();
   if (value < 1 || value > 256 || (value & (value - 1)) != 0) return std::nullopt;
   return int(value);
+}
+
+// An entry's "index_only": true only when it is the JSON true (anything
+// else audits the kernel as one that reads data, the stricter reading).
+bool index_only_of(const nlohmann::json& meta) {
+  const auto it = meta.find("index_only");
+  return it != meta.end() && it->is_boolean() && it->get<bool>();
 }
 
 std::string run_command(const std::string& command) {
@@ -172,6 +182,7 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
       v.index_params.clear();
     }
     v.params_align = params_align.value_or(8);
+    v.index_only = index_only_of(entry->meta);
     std::ofstream(temp_name, std::ios::binary | std::ios::trunc) << entry->payload;
     v.resources = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, temp_name)));
     v.resources["spill_store_bytes"] = jit::cache::integer_field(entry->meta, "spill_store_bytes").value;
@@ -185,7 +196,7 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
         std::cerr << "cujit-sass: " << v.name << ": parameters of " << (f.arch.empty() ? "this arch" : f.arch)
                   << " are not located; its index_params are not applied\n";
       }
-      v.audit = jit::sass::audit_function(f, {v.index_params, v.params_align});
+      v.audit = jit::sass::audit_function(f, {v.index_params, v.params_align, v.index_only});
       out.push_back(v);
     }
   }
@@ -286,6 +297,7 @@ int main(int argc, char** argv) {
         j["arch"] = v.arch;
         j["resources"] = v.resources;
         j["index_params"] = v.index_params;
+        if (v.index_only) j["index_only"] = true;
         out.push_back(j);
       }
       std::cout << out.dump(2) << "\n";

@@ -348,6 +348,20 @@ TEST(SassAudit, IndexPointerInTheGuardOnlyDoesNotMakeALoadAnIndex) {
   EXPECT_EQ(kind_at(a, 0x50), BranchKind::data);
 }
 
+// The ragged prepare step sorts its tile list (made of the sequence lengths)
+// in shared memory: read back, it is data to the audit unless the kernel
+// declares that it reads nothing but indices.
+TEST(SassAudit, AnIndexOnlyKernelsSharedMemoryLoadsAreIndices) {
+  const std::vector<std::string> sorted = {"LDS R5, [R2]", "LDS R6, [R2+0x4]", "ISETP.GT.AND P0, PT, R5, R6, PT",
+                                           "@P0 BRA 0x50", "NOP", "EXIT"};
+  EXPECT_EQ(kind_at(audit(sorted), 0x30), BranchKind::data);
+  jit::sass::AuditOptions index_only;
+  index_only.index_only = true;
+  const auto a = audit(sorted, index_only);
+  EXPECT_EQ(kind_at(a, 0x30), BranchKind::index);
+  EXPECT_EQ(a.data_branches(), 0);
+}
+
 TEST(SassAudit, ParameterBankBaseByArch) {
   EXPECT_EQ(jit::sass::parameter_bank_base("sm_90a"), 0x210u);
   EXPECT_EQ(jit::sass::parameter_bank_base("sm_90"), 0x210u);

@@ -45,6 +45,7 @@ class LengthsFamily final : public jit::KernelFamily {
   std::vector<int> index_param_offsets(const jit::Json&, const jit::Json&) const override {
     return index_ ? std::vector<int>{0} : std::vector<int>{};
   }
+  bool reads_only_index_data(const jit::Json&, const jit::Json&) const override { return index_; }
 
  private:
   bool index_;
@@ -66,8 +67,10 @@ TEST(SassIndexParams, CompiledEntryRecordsTheFamilysIndexParameters) {
   ASSERT_TRUE(with.is_object());
   EXPECT_EQ(with.at("index_params"), nlohmann::json::array({0}));
   EXPECT_EQ(with.at("params_align"), 8);  // the family's params_alignment
+  EXPECT_EQ(with.at("index_only"), true);  // the family's reads_only_index_data
   ASSERT_TRUE(without.is_object());
   EXPECT_FALSE(without.contains("index_params"));  // absent means none
+  EXPECT_FALSE(without.contains("index_only"));
 }
 
 // The decode kernel's shape: a loop up to a length loaded through the
@@ -108,14 +111,20 @@ TEST_F(SassToolIndexParams, CacheEntryIndexParamsMakeALoadedLengthAnIndex) {
   const fs::path cache = tmp_ / "cache";
   const jit::cache::CubinStore store(cache);
   const std::string cubin = jit::test::fake_cubin("sm_90a", "payload");
-  const auto put = [&](const char* variant, const nlohmann::json& index_params) {
+  const auto put = [&](const char* variant, const nlohmann::json& index_params,
+                       const nlohmann::json& index_only = nullptr) {
     nlohmann::json meta = {{"variant", variant}, {"arch", "sm_90a"}};
     if (!index_params.is_null()) meta["index_params"] = index_params;
+    if (!index_only.is_null()) meta["index_only"] = index_only;
     store.store(jit::cache::sha256_hex(variant), cubin, meta);
   };
   put("indexed", {152, 136});  // DecodeParams::seq_lens, block_table
   put("plain", nullptr);
   put("malformed", "152");
+  // A kernel that reads nothing but indices (the ragged prepare step): every
+  // load is one; only the JSON true says so.
+  put("index_only", nullptr, true);
+  put("index_only_text", nullptr, "true");
   const fs::path listing = tmp_ / "loop.sass", fake = tmp_ / "fake-cuobjdump";
   std::ofstream(listing) << kLoopSass;
   std::ofstream(fake) << "#!/bin/sh\n[ \"$1\" = -sass ] && cat '" << listing.string() << "'\nexit 0\n";
@@ -131,6 +140,8 @@ TEST_F(SassToolIndexParams, CacheEntryIndexParamsMakeALoadedLengthAnIndex) {
   EXPECT_EQ(flagged_in(report, "indexed"), 0);
   EXPECT_EQ(flagged_in(report, "plain"), 1);
   EXPECT_EQ(flagged_in(report, "malformed"), 1);
+  EXPECT_EQ(flagged_in(report, "index_only"), 0);
+  EXPECT_EQ(flagged_in(report, "index_only_text"), 1);
 
   // --strict passes over the variant that declares them.
   EXPECT_EQ(run(std::string(CUJIT_SASS_TOOL) + " --strict --variant indexed --cache " + cache.string() +

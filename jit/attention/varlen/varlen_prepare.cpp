@@ -32,8 +32,11 @@ const KernelFamily& varlen_prepare_family() {
   static const FixedKernelFamily family(
       "varlen_prepare", "attention/varlen/varlen_prepare.cu", [](const Json&) { return std::string("varlen_prepare"); },
       [](const Json&) { return std::string("cujit::varlen::varlen_prepare"); },
-      // The prefix sums: a branch on a sequence's length is like one on a shape.
-      {int(offsetof(cujit::VarlenPrepareParams, cu_seqlens_q)), int(offsetof(cujit::VarlenPrepareParams, cu_seqlens_k))});
+      // The prefix sums: a branch on a sequence's length is like one on a
+      // shape. They are all it reads, and the tile list it sorts in shared
+      // memory is made of them.
+      {int(offsetof(cujit::VarlenPrepareParams, cu_seqlens_q)), int(offsetof(cujit::VarlenPrepareParams, cu_seqlens_k))},
+      /*index_only=*/true);
   return family;
 }
 
