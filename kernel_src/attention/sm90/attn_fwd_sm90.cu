@@ -34,17 +34,6 @@
 
 namespace cujit::sm90 {
 
-// Registers per thread after reallocation (smem_layout.h), checked against
-// what the launch gave the CTA's threads: setmaxnreg.inc cannot take more.
-template <int CONSUMERS, bool TRANSPOSES_V, int D>
-struct RegisterSplit {
-  static constexpr int kProducer = producer_registers(64 * CONSUMERS, TRANSPOSES_V, D);
-  static constexpr int kConsumer = consumer_registers(64 * CONSUMERS, TRANSPOSES_V, D);
-  static_assert(128 * kProducer + 128 * CONSUMERS * kConsumer <=
-                    128 * (CONSUMERS + 1) * launch_registers(64 * CONSUMERS),
-                "register file overcommitted");
-};
-
 // VARLEN: a ragged batch, its tiles from the prepare step (attention/varlen/).
 // TIN: q's, k's and v's type (T, or e4m3).
 template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN, class TIN>
@@ -81,9 +70,9 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   // branch on it with code for warps that might have diverged.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
 
-  using Registers = RegisterSplit<kConsumers, Traits::kFp8, D>;
+  // The split fits the launch's allocation by construction (smem_layout.h).
   if (warpgroup == 0) {
-    setmaxnreg_dec<Registers::kProducer>();
+    setmaxnreg_dec<producer_registers(BM, Traits::kFp8, D)>();
     // Before thread 0 leaves its warp for the producer loop: a shuffle needs
     // every lane.
     const int producer_warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
@@ -101,7 +90,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   }
 
   // ------------------------------------------------------------ consumers
-  setmaxnreg_inc<Registers::kConsumer>();
+  setmaxnreg_inc<consumer_registers(BM, Traits::kFp8, D)>();
   const int wg = warpgroup - 1;
   const int thread = threadIdx.x % 128;
   const int warp = thread / 32;

@@ -52,8 +52,8 @@ struct TmaEpilogue {
         // + 3 (q = lane % 4): 8 bytes of one unit.
 #pragma unroll
         for (int s = 0; s < kDT / 2; ++s) {
-          const u32 lo = cvt_rn_x2<T>(o[0][2 * s][2 * r] * inv, o[0][2 * s + 1][2 * r] * inv);
-          const u32 hi = cvt_rn_x2<T>(o[0][2 * s][2 * r + 1] * inv, o[0][2 * s + 1][2 * r + 1] * inv);
+          u32 lo, hi;
+          fp8_columns(o, s, r, inv, lo, hi);
           const int logical_unit = 2 * s + (lane % 4) / 2;
           const int chunk = logical_unit / kTilesPerRow;
           const int unit = (logical_unit % kTilesPerRow) ^ (row % 8);
@@ -70,9 +70,7 @@ struct TmaEpilogue {
                         packed);
         }
       }
-      if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < t.seq_q) {
-        a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + t.q_row + m_wg + row] = softmax.lse(0, r, l);
-      }
+      if (a.lse != nullptr && lane % 4 == 0 && m_wg + row < t.seq_q) write_lse(a, t, m_wg, row, softmax.lse(0, r, l));
     }
     fence_proxy_async_shared();
     warpgroup_sync<Traits::kConsumers>(wg);
@@ -94,6 +92,28 @@ struct TmaEpilogue {
     }
   }
 
+  // FP8: this thread's four columns of O's 16 columns 16 s .. of row half r
+  // (the accumulator's columns are in the transposed V's order: within each
+  // 16, column c is head-dim column 2 (c % 8) + c / 8), normalized and
+  // converted: columns 16 s + 4 (lane % 4) .. + 1 in lo, + 2 .. + 3 in hi.
+  __device__ __forceinline__ static void fp8_columns(const float (&o)[1][kDT][4], int s, int r, float inv, u32& lo,
+                                                     u32& hi) {
+    lo = cvt_rn_x2<T>(o[0][2 * s][2 * r] * inv, o[0][2 * s + 1][2 * r] * inv);
+    hi = cvt_rn_x2<T>(o[0][2 * s][2 * r + 1] * inv, o[0][2 * s + 1][2 * r + 1] * inv);
+  }
+
+  // The first of the warpgroup's rows of O in global memory.
+  __device__ __forceinline__ static char* o_rows(const AttnParams& a, const Tile& t, int m_wg) {
+    return static_cast<char*>(a.o) +
+           (i64(t.batch) * a.o_stride[0] + i64(t.head) * a.o_stride[1] + i64(t.q_row + m_wg) * a.o_stride[2]) *
+               Traits::kOutBytes;
+  }
+
+  // The natural-log LSE of the warpgroup's row `row`.
+  __device__ __forceinline__ static void write_lse(const AttnParams& a, const Tile& t, int m_wg, int row, float lse) {
+    a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + t.q_row + m_wg + row] = lse;
+  }
+
   // O not staged: each row from the registers that hold it, FP8's column
   // order put back as the staged store does (8 bytes a thread per 16
   // columns), rows past the sequence left out.
@@ -101,9 +121,7 @@ struct TmaEpilogue {
                                                  const OnlineSoftmax<1, Traits::kNT, kDT>& softmax, float out_scale,
                                                  const AttnParams& a, const Tile& t, int m_wg) const {
     static_assert(Traits::kFp8, "only O twice Q's size (FP8 inputs) can lack room to stage");
-    char* o_wg = static_cast<char*>(a.o) +
-                 (i64(t.batch) * a.o_stride[0] + i64(t.head) * a.o_stride[1] + i64(t.q_row + m_wg) * a.o_stride[2]) *
-                     Traits::kOutBytes;
+    char* o_wg = o_rows(a, t, m_wg);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const float l = softmax.total_sum(0, r);
@@ -113,13 +131,11 @@ struct TmaEpilogue {
         char* o_row = o_wg + i64(row) * a.o_stride[2] * Traits::kOutBytes + (lane % 4) * 4 * Traits::kOutBytes;
 #pragma unroll
         for (int s = 0; s < kDT / 2; ++s) {
-          const u32 lo = cvt_rn_x2<T>(o[0][2 * s][2 * r] * inv, o[0][2 * s + 1][2 * r] * inv);
-          const u32 hi = cvt_rn_x2<T>(o[0][2 * s][2 * r + 1] * inv, o[0][2 * s + 1][2 * r + 1] * inv);
+          u32 lo, hi;
+          fp8_columns(o, s, r, inv, lo, hi);
           st_global_v2_b32(o_row + 16 * s * Traits::kOutBytes, lo, hi);
         }
-        if (a.lse != nullptr && lane % 4 == 0) {
-          a.lse[(i64(t.batch) * a.heads_q + t.head) * a.seq_q + t.q_row + m_wg + row] = softmax.lse(0, r, l);
-        }
+        if (a.lse != nullptr && lane % 4 == 0) write_lse(a, t, m_wg, row, softmax.lse(0, r, l));
       }
     }
   }
@@ -130,9 +146,7 @@ struct TmaEpilogue {
   __device__ __forceinline__ void store_rows(const AttnParams& a, const Tile& t, int m_wg, int rows) const {
     constexpr SmemLayout L = Traits::layout();
     constexpr int kUnitsPerRow = L.o_chunks * kTilesPerRow;
-    char* o = static_cast<char*>(a.o) +
-              (i64(t.batch) * a.o_stride[0] + i64(t.head) * a.o_stride[1] + i64(t.q_row + m_wg) * a.o_stride[2]) *
-                  Traits::kOutBytes;
+    char* o = o_rows(a, t, m_wg);
 #pragma unroll
     for (int i = thread; i < 64 * kUnitsPerRow; i += 128) {
       const int row = i / kUnitsPerRow;

@@ -38,19 +38,6 @@ CUJIT_HOST_DEVICE constexpr int transposed_v_bytes(int d, int bn) {
 // CTA's tile boundary (first Q K^T, epilogue) overlaps the other's main loop.
 CUJIT_HOST_DEVICE constexpr int ctas_per_sm(int bm) { return bm == 64 ? 2 : 1; }
 
-// Registers per thread after setmaxnreg: the producer warpgroup gives its
-// share to the BM / 64 consumer warpgroups, within what the launch bounds
-// gave the CTA (launch_registers per thread). The host prunes against the
-// consumers'. Transposing V (FP8) at D = 128 leaves the producer warpgroup
-// 40 and the consumers 232; at D = 256 the consumers' O alone is 128
-// registers, so they take 240 and the transposer makes do with 24.
-CUJIT_HOST_DEVICE constexpr bool transposer_keeps_40(bool transposes_v, int d) { return transposes_v && d <= 128; }
-CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false, int d = 128) {
-  return bm == 192 ? 32 : transposer_keeps_40(transposes_v, d) ? 40 : 24;
-}
-CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false, int d = 128) {
-  return bm == 64 ? 232 : bm == 128 ? (transposer_keeps_40(transposes_v, d) ? 232 : 240) : 160;
-}
 // What each thread holds before setmaxnreg: the register file over the
 // CTA's threads (one producer and BM / 64 consumer warpgroups) and its CTAs
 // per SM, in the allocation unit of 8. setmaxnreg.inc waits until others'
@@ -59,6 +46,27 @@ CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = f
 CUJIT_HOST_DEVICE constexpr int launch_registers(int bm) {
   return 65536 / ((bm / 64 + 1) * 128 * ctas_per_sm(bm)) / 8 * 8;
 }
+
+// Registers per thread after setmaxnreg: the producer warpgroup keeps what
+// its role needs and gives the rest of the launch's allocation to the BM / 64
+// consumer warpgroups (the host prunes against theirs). The producer needs
+// 24, 32 beside three consumer warpgroups, and 40 where it transposes V
+// (FP8) four passes at a time (D = 128; at D = 256 the consumers' O alone is
+// 128 registers, so the transposer makes do with 24). The consumers get 240
+// (BM = 128), 232 (D = 128 FP8, or BM = 64 with its CTA sharing the SM) or
+// 160 (BM = 192).
+CUJIT_HOST_DEVICE constexpr bool transposer_loads_four_ahead(int d) { return d <= 128; }
+CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false, int d = 128) {
+  return bm == 192 ? 32 : transposes_v && transposer_loads_four_ahead(d) ? 40 : 24;
+}
+CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false, int d = 128) {
+  const int consumers = bm / 64;
+  return (launch_registers(bm) * (consumers + 1) - producer_registers(bm, transposes_v, d)) / consumers / 8 * 8;
+}
+static_assert(consumer_registers(128) == 240 && consumer_registers(128, true, 128) == 232 &&
+                  consumer_registers(128, true, 256) == 240 && consumer_registers(64) == 232 &&
+                  consumer_registers(192) == 160,
+              "the splits the kernels were tuned with");
 
 // The dynamic shared memory one CTA may take.
 CUJIT_HOST_DEVICE constexpr int smem_budget(int bm) {

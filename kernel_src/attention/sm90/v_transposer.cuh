@@ -29,7 +29,7 @@ struct VTransposer {
   // loaded before any is stored where the producer warpgroup has 40
   // registers (D = 128, smem_layout.h); in its 24 (D = 256), two ahead.
   static constexpr int kPassesPerUnit = 4;
-  static constexpr int kLoadsAhead = transposer_keeps_40(true, D) ? kPassesPerUnit : 2;
+  static constexpr int kLoadsAhead = transposer_loads_four_ahead(D) ? kPassesPerUnit : 2;
   static constexpr int kColumnUnits = D / (16 * kPassesPerUnit);
   static constexpr int kUnitBytes = 16 * kPassesPerUnit;  // of a 128-byte chunk row of V
   static constexpr int kUnitsPerChunk = kRowBytes / kUnitBytes;
