@@ -14,7 +14,7 @@ SHAPES = [64, 80, 96, 112, 128, 144, 160, 176, 192, 256]
 DTYPES = [("f16", "f16"), ("bf16", "bf16")]
 # FP8 (k32): N = BN for Q K^T and N = D for P V. Both operands K-major, as
 # 8-bit wgmma requires (V arrives transposed in shared memory).
-FP8_SHAPES = [64, 128, 192, 224, 256]
+FP8_SHAPES = [64, 96, 128, 192, 224, 256]
 
 
 def accumulators(n):

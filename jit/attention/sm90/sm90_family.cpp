@@ -43,13 +43,14 @@ cujit::sm90::SmemLayout layout_of(const AttnSpec& s, const Sm90Config& c) {
 // beside Q, K and V in the ring and O in 16 bits. D = 128: BN 128, 192 or
 // 224 (the softmax's fixed costs per key block, the O rescale among them,
 // over 1.5x or 1.75x the keys; two stages only, a transposed chunk partly
-// used, and at 224 one Q buffer). D = 256: BN 64 (two stages, one Q
+// used, and at 224 one Q buffer), or with three consumer warpgroups (152
+// registers each) BN 64 or 96. D = 256: BN 64 (two stages, one Q
 // buffer: O alone is 64 KiB) or 128 (O not staged: stored from registers).
 // D = 64 (64-byte rows)
 // has no kernel here: the portable family serves it.
 // Empty where no FP8 kernel exists.
 std::span<const int> fp8_block_ns(std::int64_t head_dim) {
-  static constexpr int kD128[] = {128, 192, 224};
+  static constexpr int kD128[] = {64, 96, 128, 192, 224};
   static constexpr int kD256[] = {64, 128};
   if (head_dim == 128) return kD128;
   if (head_dim == 256) return kD256;
@@ -187,8 +188,13 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (const std::span<const int> bns = fp8_block_ns(s.head_dim);
         s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64)) {
-      return fmt::format("FP8 inputs take head dim 128 (BN 128, 192 or 224) or 256 (BN 64 or 128) and two or three "
+      return fmt::format("FP8 inputs take head dim 128 (BN 64 to 224) or 256 (BN 64 or 128) and two or three "
                          "consumer warpgroups");
+    }
+    // Two warpgroups' 232 registers hold BN = 128 and more: a smaller block
+    // only pays the softmax's fixed costs over fewer keys.
+    if (s.fp8_qkv && s.head_dim == 128 && c.bm == 128 && c.bn < 128) {
+      return "FP8 at head dim 128 takes BN < 128 only with three consumer warpgroups";
     }
     // At D = 256 only BN 64 could take a third stage (with O unstaged):
     // measured no faster than two (docs/perf-log.md fp8 v4), and its ragged

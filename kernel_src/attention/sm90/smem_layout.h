@@ -53,11 +53,11 @@ CUJIT_HOST_DEVICE constexpr int launch_registers(int bm) {
 // 24, 32 beside three consumer warpgroups, and 40 where it transposes V
 // (FP8) four passes at a time (D = 128; at D = 256 the consumers' O alone is
 // 128 registers, so the transposer makes do with 24). The consumers get 240
-// (BM = 128), 232 (D = 128 FP8, or BM = 64 with its CTA sharing the SM) or
-// 160 (BM = 192).
+// (BM = 128), 232 (D = 128 FP8, or BM = 64 with its CTA sharing the SM),
+// 160 (BM = 192) or 152 (BM = 192, D = 128 FP8).
 CUJIT_HOST_DEVICE constexpr bool transposer_loads_four_ahead(int d) { return d <= 128; }
 CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false, int d = 128) {
-  return bm == 192 ? 32 : transposes_v && transposer_loads_four_ahead(d) ? 40 : 24;
+  return transposes_v && transposer_loads_four_ahead(d) ? 40 : bm == 192 ? 32 : 24;
 }
 CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false, int d = 128) {
   const int consumers = bm / 64;
@@ -65,7 +65,7 @@ CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = f
 }
 static_assert(consumer_registers(128) == 240 && consumer_registers(128, true, 128) == 232 &&
                   consumer_registers(128, true, 256) == 240 && consumer_registers(64) == 232 &&
-                  consumer_registers(192) == 160,
+                  consumer_registers(192) == 160 && consumer_registers(192, true, 128) == 152,
               "the splits the kernels were tuned with");
 
 // The dynamic shared memory one CTA may take.
