@@ -8,7 +8,9 @@
 //     length and about the same FLOPs (bar 0.90).
 // --dtype fp8 runs both sides with q, k, v in e4m3 (one descale factor of 1,
 // bf16 out). FLOPs count the visible (query, key) pairs: 4 * D * Hq per pair. Prints
-// every ratio with its bar and PASS/MISS; a miss is not an error. Each side
+// every ratio with its bar and PASS/MISS; a miss is not an error. The two
+// sides of a ratio are timed in alternating rounds and the ratio is the
+// median of the rounds' (the run's clock drift cancels). Each side
 // tunes its own config; with CUJIT_AUTOTUNE=off both run the default config,
 // which isolates what the ragged path itself costs. bench/varlen_peers.py
 // compares the same mixed batch with PyTorch SDPA padded.
@@ -92,35 +94,69 @@ struct Ragged {
 
 jit::TimingOptions timing(bool quick) {
   jit::TimingOptions t;
-  t.warmup = 3;
+  t.warmup = 2;
   t.min_reps = quick ? 5 : 10;
-  t.max_reps = quick ? 20 : 100;
-  t.target_ms = quick ? 20 : 100;
+  t.max_reps = quick ? 10 : 30;
+  t.target_ms = quick ? 10 : 30;
   return t;
 }
 
-double time_us(const std::function<void()>& call, bool quick) {
-  call();  // compiles and tunes, outside the timing
-  return jit::time_on_stream(call, nullptr, timing(quick)).median_us;
-}
+using Call = std::function<void()>;
 
-double time_ragged(Packed& p, const Ragged& r, const Heads& h, std::int64_t total, bool causal, bool quick) {
+// The call on the packed rows as one ragged batch.
+Call ragged_call(Packed& p, const Ragged& r, const Heads& h, std::int64_t total, bool causal) {
   jit::AttentionOptions o;
   o.causal = causal;
   o.align = jit::CausalAlign::BottomRight;
   o.descale = p.descales();
   const auto q = Packed::view(p.q, 1, total, h.q, h.d), k = Packed::view(p.k, 1, total, h.kv, h.d),
              v = Packed::view(p.v, 1, total, h.kv, h.d), out = Packed::view(p.out, 1, total, h.q, h.d);
-  return time_us([&] { jit::attention_varlen(q, k, v, out, r.batch, o); }, quick);
+  return [=, &r] { jit::attention_varlen(q, k, v, out, r.batch, o); };
 }
 
-double time_dense(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, bool causal, bool quick) {
+// The call on the first b * len packed rows as a dense [b, len] batch.
+Call dense_call(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, bool causal) {
   jit::AttentionOptions o;
   o.causal = causal;
   o.descale = p.descales();
   const auto q = Packed::view(p.q, b, len, h.q, h.d), k = Packed::view(p.k, b, len, h.kv, h.d),
              v = Packed::view(p.v, b, len, h.kv, h.d), out = Packed::view(p.out, b, len, h.q, h.d);
-  return time_us([&] { jit::attention(q, k, v, out, o); }, quick);
+  return [=] { jit::attention(q, k, v, out, o); };
+}
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const std::size_t n = x.size();
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+// Dense and ragged timed in alternating rounds (which side goes first
+// alternates too), so that clock and thermal drift during the run move both
+// sides alike: the medians over the rounds of each side's time and of the
+// per-round ratio dense / ragged. Both are compiled and tuned first.
+struct Paired {
+  double dense_us, ragged_us, ratio;
+};
+
+Paired time_paired(const Call& dense, const Call& ragged, bool quick) {
+  dense();
+  ragged();
+  const int rounds = quick ? 3 : 9;
+  std::vector<double> d, r, ratios;
+  for (int i = 0; i < rounds; ++i) {
+    double dense_us = 0, ragged_us = 0;
+    for (int side = 0; side < 2; ++side) {
+      if ((side + i) % 2 == 0) {
+        dense_us = jit::time_on_stream(dense, nullptr, timing(quick)).median_us;
+      } else {
+        ragged_us = jit::time_on_stream(ragged, nullptr, timing(quick)).median_us;
+      }
+    }
+    d.push_back(dense_us);
+    r.push_back(ragged_us);
+    ratios.push_back(dense_us / ragged_us);
+  }
+  return {median(d), median(r), median(ratios)};
 }
 
 const char* verdict(double ratio, double bar) { return ratio >= bar ? "PASS" : "MISS"; }
@@ -146,13 +182,11 @@ void equal_lengths(const Dtypes& dtype, const Heads& h, std::vector<EqualShape> 
       const std::int64_t total = b * len;
       Packed p(dtype, h, total);
       const Ragged r(std::vector<std::int64_t>(std::size_t(b), len));
-      const double dense = time_dense(p, h, b, len, causal, quick);
-      const double ragged = time_ragged(p, r, h, total, causal, quick);
-      const double ratio = dense / ragged;
-      tally.add(ratio, kEqualBar);
+      const Paired t = time_paired(dense_call(p, h, b, len, causal), ragged_call(p, r, h, total, causal), quick);
+      tally.add(t.ratio, kEqualBar);
       fmt::print("{:<24} {:>11.1f} {:>11.1f} {:>8.3f} {:>8}\n",
-                 fmt::format("B={} L={}{}", b, len, causal ? " causal" : ""), dense, ragged, ratio,
-                 verdict(ratio, kEqualBar));
+                 fmt::format("B={} L={}{}", b, len, causal ? " causal" : ""), t.dense_us, t.ragged_us, t.ratio,
+                 verdict(t.ratio, kEqualBar));
       std::fflush(stdout);  // a run cut short keeps its rows
     }
   }
@@ -175,15 +209,18 @@ void mixed_lengths(const Dtypes& dtype, const Heads& h, bool quick, Tally& tally
     const Ragged r(lens);
     double ragged_pairs = 0;
     for (std::int64_t l : lens) ragged_pairs += pairs(l, causal);
-    const double ragged_us = time_ragged(p, r, h, total, causal, quick);
-    const double ragged_rate = tflops(ragged_pairs, h, ragged_us);
     // The dense batch of the mean length with about the ragged batch's FLOPs.
     const std::int64_t b = std::max<std::int64_t>(1, std::llround(ragged_pairs / pairs(mean, causal)));
     const std::int64_t dense_rows = std::min(b * mean, total);
     const std::int64_t dense_b = dense_rows / mean;
-    const double dense_us = time_dense(p, h, dense_b, mean, causal, quick);
-    const double dense_rate = tflops(double(dense_b) * pairs(mean, causal), h, dense_us);
-    const double ratio = ragged_rate / dense_rate;
+    const double dense_pairs = double(dense_b) * pairs(mean, causal);
+    const Paired t =
+        time_paired(dense_call(p, h, dense_b, mean, causal), ragged_call(p, r, h, total, causal), quick);
+    const double ragged_us = t.ragged_us;
+    const double ragged_rate = tflops(ragged_pairs, h, ragged_us);
+    const double dense_rate = tflops(dense_pairs, h, t.dense_us);
+    // Rate over rate, from the per-round time ratio: the FLOPs are fixed.
+    const double ratio = t.ratio * ragged_pairs / dense_pairs;
     tally.add(ratio, kMixedBar);
     fmt::print("{:<10} {:>11.1f} {:>9.1f} {:>16} {:>9.1f} {:>8.3f} {:>8}\n", causal ? "causal" : "full", ragged_us,
                ragged_rate, fmt::format("B={} L={}", dense_b, mean), dense_rate, ratio, verdict(ratio, kMixedBar));
