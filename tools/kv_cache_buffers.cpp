@@ -84,7 +84,7 @@ ContiguousCache contiguous_cache(const DecodeShape& s, const DecodeInputs& input
   return c;
 }
 
-PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs) {
+PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs, PageOrder order) {
   PagedCache p;
   const std::int64_t pages_per_seq = (s.seq_k + page_size - 1) / page_size;
   const std::int64_t num_pages = s.batch * pages_per_seq;
@@ -92,7 +92,9 @@ PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const Decod
       std::size_t(num_pages * page_size * s.heads_kv * s.head_dim) * jit::element_size(kv_dtype(s));
   p.k = random_buffer(bytes, kv_dtype(s), 4);
   p.v = random_buffer(bytes, kv_dtype(s), 5);
-  p.block_table = upload_ints(shuffled_block_table(s.batch, pages_per_seq, 6));
+  std::vector<std::int32_t> table = shuffled_block_table(s.batch, pages_per_seq, 6);
+  if (order == PageOrder::in_order) std::sort(table.begin(), table.end());
+  p.block_table = upload_ints(table);
   p.cache.k = jit::TensorView::bshd(p.k.data(), kv_dtype(s), num_pages, page_size, s.heads_kv, s.head_dim);
   p.cache.v = jit::TensorView::bshd(p.v.data(), kv_dtype(s), num_pages, page_size, s.heads_kv, s.head_dim);
   set_descales(p.cache, inputs);

@@ -30,13 +30,19 @@ struct ContiguousCache {
 };
 ContiguousCache contiguous_cache(const DecodeShape& shape, const DecodeInputs& inputs);
 
+/// Where a sequence's pages sit in the pool: anywhere, in any order (a
+/// serving engine's pool after many allocations and frees), or one after
+/// another (what a paged kernel costs with the pool's layout taken out).
+enum class PageOrder { shuffled, in_order };
+
 /// K and V pools [B * Sk / page_size, page_size, Hkv, D] and a block table
-/// that spreads each sequence's pages over the pool at random.
+/// that places each sequence's pages in the pool as `order` says.
 struct PagedCache {
   jit::DeviceBuffer k, v, block_table;
   jit::KvCache cache;
 };
-PagedCache paged_cache(const DecodeShape& shape, std::int64_t page_size, const DecodeInputs& inputs);
+PagedCache paged_cache(const DecodeShape& shape, std::int64_t page_size, const DecodeInputs& inputs,
+                       PageOrder order = PageOrder::shuffled);
 
 /// The plan's shape: Sq = 1, every length given, `page_size` 0 for contiguous.
 jit::KvAttentionShape kv_attention_shape(const DecodeShape& shape, std::int64_t page_size);

@@ -5,7 +5,8 @@
 //     fraction of the copy rate; the small shape against copy time plus the
 //     launch floor (cujit-bench --latency's empty one-CTA kernel);
 //  3. the same decodes over a paged cache (page sizes 16 and 1, pages
-//     shuffled over the pool) against the contiguous time;
+//     shuffled over the pool, or with --pages-in-order each sequence's pages
+//     one after another) against the contiguous time;
 //  4. a decode step (GEMM -> attention -> GEMM) in a CUDA graph with
 //     programmatic dependent launch on and off, each in a child process
 //     (CUJIT_PDL is read once per process).
@@ -211,8 +212,9 @@ double measure_contiguous(Results& results, const Floors& floors, const DecodeSh
 
 // One paged decode row, against the contiguous time (0: that row failed).
 void measure_paged(Results& results, const Floors& floors, const DecodeShape& s, const PagedCase& paged,
-                   const DecodeInputs& inputs, double contiguous_us, jit::Stream stream, bool quick) {
-  const PagedCache cache = paged_cache(s, paged.page_size, inputs);
+                   const DecodeInputs& inputs, double contiguous_us, jit::Stream stream, bool quick,
+                   PageOrder order) {
+  const PagedCache cache = paged_cache(s, paged.page_size, inputs, order);
   double plan_ms = 0;
   const DecodeTime t = time_decode(s, paged.page_size, inputs, cache.cache, stream, quick, &plan_ms);
   results.add(metric("paged", &s, paged.page_size, "time_us", t.us, std::nullopt, t.variant));
@@ -225,7 +227,8 @@ void measure_paged(Results& results, const Floors& floors, const DecodeShape& s,
 
 // Contiguous then paged decodes of every shape, then the geometric mean of
 // the barred rows' fractions of the copy rate.
-void measure_decodes(Results& results, const Floors& floors, jit::Stream stream, bool quick, Failures& failures) {
+void measure_decodes(Results& results, const Floors& floors, jit::Stream stream, bool quick, PageOrder order,
+                     Failures& failures) {
   print_decode_header();
   std::vector<double> barred_fractions;
   for (const DecodeShape& s : decode_shapes(quick)) {
@@ -236,7 +239,7 @@ void measure_decodes(Results& results, const Floors& floors, jit::Stream stream,
     });
     for (const PagedCase& paged : paged_cases()) {
       failures.run(fmt::format("{}, page size {}", label(s), paged.page_size),
-                   [&] { measure_paged(results, floors, s, paged, inputs, contiguous_us, stream, quick); });
+                   [&] { measure_paged(results, floors, s, paged, inputs, contiguous_us, stream, quick, order); });
     }
   }
   if (barred_fractions.empty()) return;
@@ -347,7 +350,7 @@ void measure_graphs(Results& results, bool quick, Failures& failures) {
 }
 #endif
 
-int run_all(Results& results, bool quick) {
+int run_all(Results& results, bool quick, PageOrder order) {
   const jit::Target target = jit::current_target();  // Error(NoDevice) without a GPU
   fmt::print("device: {} ({}, {} SMs), cache: {}\n", target.device_name, target.arch, target.sm_count,
              jit::cache_directory());
@@ -355,7 +358,7 @@ int run_all(Results& results, bool quick) {
   {
     const OwnedStream stream;
     const Floors floors = measure_floors(results, stream.get(), quick);
-    measure_decodes(results, floors, stream.get(), quick, failures);
+    measure_decodes(results, floors, stream.get(), quick, order, failures);
   }
 #ifdef CUJIT_SERVING_BENCH_CUBLAS
   measure_graphs(results, quick, failures);
@@ -396,11 +399,13 @@ int main(int argc, char** argv) {
       "cujit-serving-bench: decode attention over contiguous and paged KV caches against the copy rate of "
       "the same run, and a decode step in a CUDA graph with PDL on and off; prints every ratio with its "
       "bar (issue 19)"};
-  bool quick = false;
+  bool quick = false, pages_in_order = false;
   std::string csv_path = "cujit-serving.csv";
   int pdl = 1;
   app.add_flag("--quick", quick, "three decode shapes and one graph shape, fewer repetitions");
   app.add_option("--csv", csv_path, "CSV output, one metric per row")->capture_default_str();
+  app.add_flag("--pages-in-order", pages_in_order,
+               "each sequence's pages one after another in the pool instead of shuffled over it");
   CLI::Option* pdl_option =
       app.add_option("--pdl", pdl,
                      "only the decode step in a CUDA graph, with programmatic dependent launch on (1) or off (0) "
@@ -414,7 +419,7 @@ int main(int argc, char** argv) {
     std::ofstream csv(csv_path);
     if (!csv) throw jit::Error(jit::ErrorCode::InvalidArgument, fmt::format("--csv: cannot write {}", csv_path));
     Results results(csv);
-    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick);
+    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, pages_in_order ? PageOrder::in_order : PageOrder::shuffled);
   } catch (const std::exception& e) {
     std::cerr << tool_message(kTool, e) << "\n";
     return 1;
