@@ -89,7 +89,8 @@ TEST(Sm90Plan, DependsOnTheCausalAlignment) {
         AttnProblem bottom_right = top_left;
         bottom_right.causal_offset = int(seq_k - seq_q);
         const int ctas = int(std::min<std::int64_t>(132, (seq_q + 127) / 128 * heads));
-        if (jit::detail::tile_order(top_left, 128, 128, ctas) != jit::detail::tile_order(bottom_right, 128, 128, ctas)) {
+        if (jit::detail::tile_group_heads(top_left, 128, 128, ctas) !=
+            jit::detail::tile_group_heads(bottom_right, 128, 128, ctas)) {
           found = {top_left, bottom_right};
           break;
         }

@@ -87,9 +87,17 @@ struct Sm90StepData {
   int block_n;
   int m_blocks;     // ceil(seq_q / BM)
   int total_tiles;  // m_blocks * heads_q * batch
-  int tiles_by_rows;
-  cujit::FastDivisor tile_divisor, head_divisor;
+  int group_heads;  // tile_order.h
+  int pairs;        // batch * heads_q
+  cujit::FastDivisor tile_divisor, head_divisor;  // by group_heads * m_blocks, by heads_q
 };
+
+// The (batch, head) pairs of the last of the groups of group_heads.
+constexpr int last_group_heads(int pairs, int group_heads) {
+  return pairs - (pairs > 0 ? (pairs - 1) / group_heads * group_heads : 0);
+}
+static_assert(last_group_heads(512, 192) == 128 && last_group_heads(512, 1) == 1 && last_group_heads(512, 512) == 512 &&
+              last_group_heads(384, 192) == 192);
 
 // A 4-D TMA map over (D, S, H, B) of a [B, H, S, D] view, boxes of (128
 // bytes, rows): 64 elements of 16 bits, 128 of e4m3.
@@ -286,8 +294,11 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     d.block_n = c.bn;
     d.m_blocks = int(m_blocks);
     d.total_tiles = int(tiles);
-    d.tiles_by_rows = !problem.varlen && tile_order(problem, c.bm, c.bn, int(step.geometry.grid.x)) == TileOrder::rows_first;
-    d.tile_divisor = cujit::make_fast_divisor(unsigned(d.tiles_by_rows ? heads : d.m_blocks));
+    // A ragged batch's order is its prepare step's (varlen_prepare.cu).
+    const int group = problem.varlen ? 1 : int(tile_group_heads(problem, c.bm, c.bn, int(step.geometry.grid.x)));
+    d.group_heads = group;
+    d.pairs = heads;
+    d.tile_divisor = cujit::make_fast_divisor(unsigned(group * d.m_blocks));
     d.head_divisor = cujit::make_fast_divisor(unsigned(problem.heads_q));
     step.data.set(d);
     return plan;
@@ -315,8 +326,11 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     }
     p.m_blocks = d.m_blocks;
     p.total_tiles = d.total_tiles;
-    p.tiles_by_rows = d.tiles_by_rows;
+    p.group_heads = d.group_heads;
+    p.pairs = d.pairs;
     p.tile_divisor = d.tile_divisor;
+    p.group_divisor = cujit::make_fast_divisor(unsigned(d.group_heads));
+    p.last_group_divisor = cujit::make_fast_divisor(unsigned(last_group_heads(d.pairs, d.group_heads)));
     p.head_divisor = d.head_divisor;
     step.kernel->launch(step.geometry, p, stream);
   }

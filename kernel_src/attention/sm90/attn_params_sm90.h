@@ -21,11 +21,14 @@ struct Sm90AttnParams {
   AttnParams attn;
   int m_blocks;     // ceil(seq_q / BM)
   int total_tiles;  // m_blocks * heads_q * batch
-  int tiles_by_rows;  // the order of the tiles: 1 m-block-major, 0 head-major
-  // A tile index divided by the count of its fast-moving coordinate
-  // (tiles_by_rows: batch * heads_q, else m_blocks), then a (batch, head)
-  // index by heads_q.
-  FastDivisor tile_divisor, head_divisor;
+  // The order of the tiles (jit/attention/sm90/tile_order.h): groups of
+  // group_heads consecutive (batch, head) pairs, rows first within each. A
+  // tile index is divided by a group's tiles (group_heads * m_blocks), its
+  // place in the group by the group's pairs (group_heads, or the last
+  // group's last_group_heads), and a (batch, head) index by heads_q.
+  int group_heads;
+  int pairs;  // batch * heads_q
+  FastDivisor tile_divisor, group_divisor, last_group_divisor, head_divisor;
 };
 
 }  // namespace cujit

@@ -18,16 +18,20 @@ struct Tile {
   int sequence;
 };
 
-// The tile at a position of the CTAs' walk: with tiles_by_rows, one m-block
-// of every (batch, head) after another, else the m-blocks of one (batch,
-// head) together, sharing its K/V in L2 (jit/attention/sm90/tile_order.h says when the
-// host picks which). Causal tiles run longest (last m-block) first.
+// The tile at a position of the CTAs' walk: (batch, head) pairs in groups
+// of group_heads, within a group one m-block of every pair after another
+// (1: the m-blocks of one pair together, sharing its K/V in L2; every pair:
+// tiles of equal length together; jit/attention/sm90/tile_order.h says
+// which the host picks). Causal tiles run longest (last m-block) first.
 template <bool CAUSAL>
 __device__ __forceinline__ Tile dense_tile_at(int index, const Sm90AttnParams& p) {
-  const unsigned major = p.tile_divisor.quotient(index);
-  const unsigned minor = p.tile_divisor.remainder(index, major);
-  const unsigned bh = p.tiles_by_rows ? minor : major;
-  const int m = int(p.tiles_by_rows ? major : minor);
+  const unsigned group = p.tile_divisor.quotient(index);
+  const unsigned within = p.tile_divisor.remainder(index, group);
+  const unsigned first = group * unsigned(p.group_heads);
+  // A uniform choice (launch parameters only): the last group may be short.
+  const FastDivisor by = first + unsigned(p.group_heads) > unsigned(p.pairs) ? p.last_group_divisor : p.group_divisor;
+  const int m = int(by.quotient(within));
+  const unsigned bh = first + by.remainder(within, unsigned(m));
   const unsigned batch = p.head_divisor.quotient(bh);
   const AttnParams& a = p.attn;
   return {CAUSAL ? p.m_blocks - 1 - m : m, int(p.head_divisor.remainder(bh, batch)), int(batch), 0, 0,
