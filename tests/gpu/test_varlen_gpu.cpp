@@ -23,6 +23,7 @@
 #include "family_configs.h"
 #include "gpu_test_support.h"
 #include "jit/attention/attention_problem.h"
+#include "jit/attention/sm90/tile_order.h"
 #include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/error.h"
 #include "jit/varlen.h"
@@ -345,9 +346,11 @@ TEST(VarlenDeterminism, RepeatsAreBitwiseIdentical) {
 // The prepare step's list: every (sequence, m-block) once, each entry with
 // its sequence's bounds, in varlen_prepare.cu's order. Without a mask:
 // sequences by work (m-blocks x key blocks), largest first, ties by index,
-// a sequence's tiles together. Causal: level by level (level l: each
-// sequence's l-th m-block from its end), sequences within a level by
-// m-blocks, most first, ties by index.
+// a sequence's tiles together. Causal: sequences by m-blocks, most first,
+// ties by index, in groups by the keys before them (a multiple of the
+// group's keys: one group for these lengths, or with as many KV heads as
+// would fill L2 with 600 keys, groups of about that), level by level within
+// a group (level l: each sequence's l-th m-block from its end).
 TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
   CUJIT_REQUIRE_GPU();
   VarlenCase c;
@@ -355,11 +358,25 @@ TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
   c.lens_k = {100, 7, 300, 300, 900, 1, 513};
   TestRng rng;
   VarlenRun r = make_run(c, rng);
-  for (Mask mask : {Mask::none, Mask::bottom_right}) {
+  struct Run {
+    Mask mask;
+    std::int64_t group_keys;  // 0: as the problem is
+  };
+  for (const Run run : {Run{Mask::none, 0}, Run{Mask::bottom_right, 0}, Run{Mask::bottom_right, 600}}) {
+    const Mask mask = run.mask;
     c.mask = mask;
-    SCOPED_TRACE(mask == Mask::none ? "full" : "causal");
-    const jit::detail::AttnProblem problem =
+    SCOPED_TRACE(fmt::format("{}, group keys {}", mask == Mask::none ? "full" : "causal", run.group_keys));
+    jit::detail::AttnProblem problem =
         jit::detail::validate_attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, r.batch, options_of(c, r));
+    if (run.group_keys > 0) {
+      // Only the group size reads the KV heads: as many as make 600 keys'
+      // K and V the L2 share.
+      problem.heads_kv = jit::detail::kTileGroupL2Bytes /
+                         (2 * problem.head_dim * std::int64_t(jit::element_size(problem.kv_dtype())) * run.group_keys);
+    }
+    const std::int64_t group_keys = jit::detail::varlen_group_key_rows(problem);
+    if (run.group_keys > 0) ASSERT_GE(group_keys, run.group_keys);
+    if (run.group_keys > 0) ASSERT_LT(group_keys, 700);
     constexpr int kBm = 64, kBn = 128;
     jit::detail::AttnPlan plan;
     jit::detail::add_varlen_prepare_step(plan, problem, kBm, kBn);
@@ -379,22 +396,35 @@ TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
     // What the list must be: (sequence, m-block) pairs in order.
     const bool causal = mask != Mask::none;
     struct Sorted {
-      std::int64_t key, b, m_blocks;
+      std::int64_t key, b, m_blocks, keys;
     };
-    std::vector<Sorted> sequences;
+    std::vector<Sorted> sequences;  // with their keys
     std::vector<std::int64_t> q0(c.lens_q.size()), k0(c.lens_q.size());
     for (std::size_t b = 0; b < c.lens_q.size(); ++b) {
       if (b > 0) q0[b] = q0[b - 1] + c.lens_q[b - 1], k0[b] = k0[b - 1] + c.lens_k[b - 1];
       const std::int64_t m_blocks = (c.lens_q[b] + kBm - 1) / kBm;
       const std::int64_t work = causal ? m_blocks : m_blocks * ((c.lens_k[b] + kBn - 1) / kBn);
-      if (m_blocks > 0) sequences.push_back({work, std::int64_t(b), m_blocks});
+      if (m_blocks > 0) sequences.push_back({work, std::int64_t(b), m_blocks, c.lens_k[b]});
     }
     std::stable_sort(sequences.begin(), sequences.end(), [](const Sorted& x, const Sorted& y) { return x.key > y.key; });
     std::vector<std::pair<std::int64_t, std::int64_t>> expected;
     if (causal) {
-      for (std::int64_t level = 0; level < sequences.front().m_blocks; ++level)
-        for (const Sorted& s : sequences)
-          if (s.m_blocks > level) expected.push_back({s.b, s.m_blocks - 1 - level});
+      // Groups: runs of sorted sequences whose keys before them divide to
+      // the same multiple of group_keys.
+      std::vector<std::vector<Sorted>> groups;
+      std::int64_t keys_before = 0, last_group = -1;
+      for (const Sorted& s : sequences) {
+        const std::int64_t group = keys_before / group_keys;
+        if (group != last_group) groups.emplace_back();
+        groups.back().push_back(s);
+        last_group = group;
+        keys_before += s.keys;
+      }
+      if (run.group_keys > 0) EXPECT_GT(groups.size(), 1u);
+      for (const std::vector<Sorted>& group : groups)
+        for (std::int64_t level = 0; level < group.front().m_blocks; ++level)
+          for (const Sorted& s : group)
+            if (s.m_blocks > level) expected.push_back({s.b, s.m_blocks - 1 - level});
     } else {
       for (const Sorted& s : sequences)
         for (std::int64_t m = 0; m < s.m_blocks; ++m) expected.push_back({s.b, m});

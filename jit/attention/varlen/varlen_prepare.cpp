@@ -3,10 +3,12 @@
 #include <cuda.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 
 #include "jit/attention/first_bad_index.h"
+#include "jit/attention/sm90/tile_order.h"
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/fixed_kernel_family.h"
@@ -26,7 +28,14 @@ struct PrepareStepData {
 constexpr unsigned kPrepareThreads = 1024;  // varlen_prepare.cu's kThreads
 
 
+
 }  // namespace
+
+int varlen_group_key_rows(const AttnProblem& problem) {
+  const std::int64_t row_bytes =
+      2 * problem.heads_kv * problem.head_dim * std::int64_t(element_size(problem.kv_dtype()));
+  return int(std::clamp<std::int64_t>(kTileGroupL2Bytes / std::max<std::int64_t>(row_bytes, 1), 1, INT_MAX));
+}
 
 const KernelFamily& varlen_prepare_family() {
   static const FixedKernelFamily family(
@@ -114,6 +123,7 @@ void launch_varlen_prepare(const AttnStep& step, const AttnProblem& problem, con
   p.bn = d.bn;
   p.causal = problem.causal;
   p.bottom_right = problem.align_bottom_right;
+  p.group_key_rows = varlen_group_key_rows(problem);
   p.max_tiles = d.max_tiles;
   p.tiles = reinterpret_cast<cujit::VarlenTile*>(base + kTilesOffset);
   p.tile_count = reinterpret_cast<int*>(base);

@@ -23,6 +23,11 @@ std::vector<AttnSpec> dense_and_ragged(const AttnSpec& base, bool fp8_inputs);
 std::vector<AttentionFamily::Companion> varlen_companions(const Json& spec);
 std::vector<int> varlen_index_params(const Json& spec, int attn_offset);
 
+// Causal: the keys of one group of sequences in the prepare step's order,
+// as many as keep their K and V (every KV head) in the share of L2 the
+// dense kernel's tile groups use (jit/attention/sm90/tile_order.h).
+int varlen_group_key_rows(const AttnProblem& problem);
+
 // Tile slots a plan with BM-row tiles reserves for `problem`.
 std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm);
 

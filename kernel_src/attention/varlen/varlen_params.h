@@ -35,6 +35,7 @@ struct VarlenPrepareParams {
   int max_seq_q, max_seq_k;
   int bm, bn;  // the attention kernel's tile
   int causal, bottom_right;
+  int group_key_rows;  // causal: the keys whose K/V a group of sequences keeps in L2 (varlen_prepare.cu)
   int max_tiles;       // VarlenTile slots at `tiles`
   VarlenTile* tiles;   // out: in the order the attention kernel takes them (varlen_prepare.cu)
   int* tile_count;     // out: tiles written

@@ -9,14 +9,17 @@
 //  - without a causal mask every tile of a sequence has the same work:
 //    sequences by work (m-blocks times key blocks), largest first, each
 //    sequence's tiles together;
-//  - causal: by level, level l being each sequence's l-th tile from its end
-//    (level 0 is its last m-block, the one that sees the most keys): level
-//    0 of every sequence, then level 1, ..., sequences within a level by
-//    m-blocks, most first. Equal sequences then run one m-block of all of
-//    them at a time, as the dense kernel's rows-first order does.
+//  - causal: sequences by m-blocks, most first, in groups whose keys
+//    (group_key_rows in all) keep their K/V in L2; within a group by level,
+//    level l being each sequence's l-th tile from its end (level 0 is its
+//    last m-block, the one that sees the most keys): level 0 of every
+//    sequence of the group, then level 1, ... Equal sequences then run one
+//    m-block of a group's at a time, as the dense kernel's groups do
+//    (jit/attention/sm90/tile_order.h): rounds of tiles of equal work, over
+//    K/V that the levels after find in L2.
 // Sequences are sorted by a bitonic sort in shared memory, up to kSortedMax
-// of them, ties by index; a larger batch, or causal sequences of more than
-// kMaxLevels m-blocks, keep index order, sequence by sequence.
+// of them, ties by index; a larger batch keeps index order, sequence by
+// sequence.
 //
 // Sequences are clamped to the packed tensors (rows [0, total)) and to the
 // maxima, so a wrong cu_seqlens never sends a load or store outside them;
@@ -30,7 +33,6 @@ namespace cujit::varlen {
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 constexpr int kSortedMax = 2048;  // sequences sorted; a larger batch keeps index order
-constexpr int kMaxLevels = 2 * kThreads;  // causal levels ordered; more keep sequence order
 
 struct Sequence {
   int q_row, k_row, seq_q, seq_k;
@@ -113,39 +115,68 @@ __device__ __forceinline__ void write_tile(const VarlenPrepareParams& p, int slo
   if (slot < p.max_tiles) p.tiles[slot] = VarlenTile{s.q_row, s.k_row, s.seq_q, s.seq_k, m, causal_offset, b, 0};
 }
 
-// Causal, by level. Sorted by m-blocks, the sequences with a level l are
-// the first n(l), n(l) = #{i : m-blocks of the i-th > l}; level l starts at
-// the sum of n over the levels before it, and the i-th sequence's tile of
-// level l goes i slots further. Returns the tiles placed.
+// Exclusive prefix sums of value(i) for i in [0, n), n <= kSortedMax, into
+// sums[0, n] (sums[n] the total): kThreads at a time.
+template <class Value>
+__device__ __forceinline__ void prefix_sums(int n, Value value, int* sums, int* warp_totals) {
+  int carried = 0;
+  for (int first = 0; first < n; first += kThreads) {
+    const int i = first + int(threadIdx.x);
+    const int x = i < n ? value(i) : 0;
+    const int offset = carried + block_exclusive_scan(x, warp_totals);
+    if (i < n) sums[i] = offset;
+    carried += warp_totals[kWarps - 1];
+    __syncthreads();  // warp_totals is read before the next chunk's scan writes it
+  }
+  if (threadIdx.x == 0) sums[n] = carried;
+  __syncthreads();
+}
+
+// The first i in [lo, hi) with !before(i), for a predicate true on a prefix.
+template <class Before>
+__device__ __forceinline__ int partition_point(int lo, int hi, Before before) {
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (before(mid)) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+// Causal, in groups by level. With the sequences sorted by m-blocks (most
+// first), mb_i the i-th one's, the sequences of a group are those whose
+// keys before them (key_sums) fall in one multiple of group_key_rows: a
+// range [g0, g1). The group's tiles start after all tiles of the groups
+// before it (tile_sums[g0]); its level l starts after sum over the group of
+// min(mb_j, l), which is l times the c sequences with mb_j >= l plus the
+// m-blocks of the rest (sorted, so they are the group's last); sequence i's
+// tile of level l goes i - g0 slots further. Returns the tiles placed.
 __device__ __forceinline__ int place_by_level(const VarlenPrepareParams& p, const unsigned long long* order,
-                                              int* sorted_m_blocks, int* level_offset, int* warp_totals) {
+                                              int* sorted_m_blocks, int* tile_sums, int* key_sums,
+                                              int* warp_totals) {
   for (int i = threadIdx.x; i < p.batch; i += kThreads) {
     sorted_m_blocks[i] = m_blocks_of(p, sequence(p, int(unsigned(order[i]))));
   }
   __syncthreads();
-  auto sequences_at_level = [&](int level) {  // the first i whose m-blocks are <= level
-    int lo = 0, hi = p.batch;
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (sorted_m_blocks[mid] > level) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
-  };
-  static_assert(kMaxLevels == 2 * kThreads, "two levels per thread");
-  const int n0 = sequences_at_level(2 * threadIdx.x), n1 = sequences_at_level(2 * threadIdx.x + 1);
-  const int offset = block_exclusive_scan(n0 + n1, warp_totals);
-  level_offset[2 * threadIdx.x] = offset;
-  level_offset[2 * threadIdx.x + 1] = offset + n0;
-  const int placed = warp_totals[kWarps - 1];
-  __syncthreads();
+  prefix_sums(p.batch, [&](int i) { return sorted_m_blocks[i]; }, tile_sums, warp_totals);
+  prefix_sums(p.batch, [&](int i) { return sequence(p, int(unsigned(order[i]))).seq_k; }, key_sums, warp_totals);
+  const int budget = max(p.group_key_rows, 1);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   for (int i = warp; i < p.batch; i += kWarps) {
     const int b = int(unsigned(order[i]));
     const int m_blocks = sorted_m_blocks[i];
-    for (int m = lane; m < m_blocks; m += 32) write_tile(p, level_offset[m_blocks - 1 - m] + i, b, sequence(p, b), m);
+    const int group = key_sums[i] / budget;
+    const int g0 = partition_point(0, i, [&](int j) { return key_sums[j] / budget < group; });
+    const int g1 = partition_point(i + 1, p.batch, [&](int j) { return key_sums[j] / budget == group; });
+    const Sequence s = sequence(p, b);
+    for (int m = lane; m < m_blocks; m += 32) {
+      const int level = m_blocks - 1 - m;
+      const int c = partition_point(g0, g1, [&](int j) { return sorted_m_blocks[j] >= level; }) - g0;
+      const int level_start = level * c + tile_sums[g1] - tile_sums[g0 + c];
+      write_tile(p, tile_sums[g0] + level_start + (i - g0), b, s, m);
+    }
   }
-  return placed;
+  return tile_sums[p.batch];
 }
 
 // Sequence by sequence (in sorted order when `order`, else by index),
@@ -181,7 +212,9 @@ __device__ __forceinline__ int place_by_sequence(const VarlenPrepareParams& p, c
 __global__ void __launch_bounds__(kThreads, 1) varlen_prepare(const __grid_constant__ VarlenPrepareParams p) {
   static_assert(kWarps == 32, "the scan's second level is one warp");
   __shared__ unsigned long long order[kSortedMax];  // sort keys; the low word is the sequence
-  __shared__ int per_sequence[kSortedMax], per_slot[kMaxLevels];
+  // By level: the sorted m-blocks and the two prefix sums; by sequence:
+  // one chunk's sequences and first slots.
+  __shared__ int per_sequence[kSortedMax], sums_a[kSortedMax + 1], sums_b[kSortedMax + 1];
   __shared__ int warp_totals[kWarps];
   // The attention kernel may start launching (its CTAs wait for this grid
   // to complete before reading the tiles).
@@ -195,10 +228,10 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_prepare(const __grid_const
     __syncthreads();
     bitonic_sort(order, n);
   }
-  const bool by_level = sorted && p.causal && (p.max_seq_q + p.bm - 1) / p.bm <= kMaxLevels;
-  static_assert(kSortedMax >= kThreads && kMaxLevels >= kThreads, "the chunk arrays fit in the level arrays");
-  const int placed = by_level ? place_by_level(p, order, per_sequence, per_slot, warp_totals)
-                              : place_by_sequence(p, sorted ? order : nullptr, per_sequence, per_slot, warp_totals);
+  static_assert(kSortedMax >= kThreads, "a chunk's arrays fit in the sequences'");
+  const int placed = sorted && p.causal
+                         ? place_by_level(p, order, per_sequence, sums_a, sums_b, warp_totals)
+                         : place_by_sequence(p, sorted ? order : nullptr, per_sequence, sums_a, warp_totals);
   if (threadIdx.x == 0) *p.tile_count = min(placed, p.max_tiles);
 
   if (p.first_bad != nullptr) {
