@@ -92,7 +92,7 @@ TEST(Sm90TileOrder, ShortCausalHeadsBeyondL2AreDealtByRowsInGroupsThatFit) {
   // B = 16, S = 1k, 32 query heads on 8 KV heads, D = 128 in 16 bits: a query
   // head reads 128 KiB of K/V (its KV head's 512 KiB over 4), 64 MiB for all
   // 512: rows first reads every head's K/V again for each m-block (measured
-  // 11% slower than heads first, docs/perf-log.md); 192 heads fit.
+  // 5-11% slower than heads first, docs/perf-log.md); 192 heads fit.
   TileGrid g = causal_grid(1024, 512, 128, 128);
   g.kv_bytes_per_head = 128 << 10;
   EXPECT_EQ(heads_fitting_l2(g), 192);

@@ -15,7 +15,7 @@
 //   - every pair (rows first): each round holds tiles of nearly equal
 //     length, so the load is even; but a head's tiles are spread over many
 //     rounds, and its K/V is read again from memory when the heads do not
-//     fit in L2 together (B = 16, S = 1k, 32 heads: 11% slower than heads
+//     fit in L2 together (B = 16, S = 1k, 32 heads: 5-11% slower than heads
 //     first, docs/perf-log.md).
 //   - as many pairs as fit in a share of L2: rounds of nearly equal tiles
 //     over K/V that stays in L2.
