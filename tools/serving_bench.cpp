@@ -419,7 +419,8 @@ int main(int argc, char** argv) {
     std::ofstream csv(csv_path);
     if (!csv) throw jit::Error(jit::ErrorCode::InvalidArgument, fmt::format("--csv: cannot write {}", csv_path));
     Results results(csv);
-    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, pages_in_order ? PageOrder::in_order : PageOrder::shuffled);
+    const PageOrder order = pages_in_order ? PageOrder::in_order : PageOrder::shuffled;
+    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, order);
   } catch (const std::exception& e) {
     std::cerr << tool_message(kTool, e) << "\n";
     return 1;

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune/selection.h"
 #include "jit/cujit.h"
 #include "tools/tool_message.h"
 #include "tools/unit_descale.h"
@@ -124,12 +125,6 @@ Call dense_call(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, boo
   return [=] { jit::attention(q, k, v, out, o); };
 }
 
-double median(std::vector<double> x) {
-  std::sort(x.begin(), x.end());
-  const std::size_t n = x.size();
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 // Dense and ragged timed in alternating rounds (which side goes first
 // alternates too), so that clock and thermal drift during the run move both
 // sides alike: the medians over the rounds of each side's time and of the
@@ -144,18 +139,20 @@ Paired time_paired(const Call& dense, const Call& ragged, bool quick) {
   const int rounds = quick ? 3 : 9;
   std::vector<double> d, r, ratios;
   for (int i = 0; i < rounds; ++i) {
+    auto timed = [&](const Call& call) { return jit::time_on_stream(call, nullptr, timing(quick)).median_us; };
     double dense_us = 0, ragged_us = 0;
-    for (int side = 0; side < 2; ++side) {
-      if ((side + i) % 2 == 0) {
-        dense_us = jit::time_on_stream(dense, nullptr, timing(quick)).median_us;
-      } else {
-        ragged_us = jit::time_on_stream(ragged, nullptr, timing(quick)).median_us;
-      }
+    if (i % 2 == 0) {
+      dense_us = timed(dense);
+      ragged_us = timed(ragged);
+    } else {
+      ragged_us = timed(ragged);
+      dense_us = timed(dense);
     }
     d.push_back(dense_us);
     r.push_back(ragged_us);
     ratios.push_back(dense_us / ragged_us);
   }
+  using jit::autotune::median;
   return {median(d), median(r), median(ratios)};
 }
 

@@ -41,6 +41,10 @@ struct AttnProblem {
   // The element types of q and of K and V (out's is dtype).
   DType q_dtype() const { return fp8_qkv ? DType::e4m3 : dtype; }
   DType kv_dtype() const { return fp8_kv || fp8_qkv ? DType::e4m3 : dtype; }
+  // K and V bytes of one key, over every KV head.
+  std::int64_t kv_bytes_per_key() const {
+    return 2 * heads_kv * head_dim * std::int64_t(element_size(kv_dtype()));
+  }
   bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0 || (varlen && total_q == 0); }
   bool kv_cache() const { return page_size > 0 || seq_lens; }
   // Every field, once: equality and the hash below both read it, so a field

@@ -87,9 +87,9 @@ struct Sm90StepData {
   int block_n;
   int m_blocks;     // ceil(seq_q / BM)
   int total_tiles;  // m_blocks * heads_q * batch
-  int group_heads;  // tile_order.h
-  int pairs;        // batch * heads_q
-  cujit::FastDivisor tile_divisor, head_divisor;  // by group_heads * m_blocks, by heads_q
+  // By a group's tiles (group_heads * m_blocks, tile_order.h), by its pairs
+  // (the last group's may be fewer), by heads_q.
+  cujit::FastDivisor tile_divisor, group_divisor, last_group_divisor, head_divisor;
 };
 
 // The (batch, head) pairs of the last of the groups of group_heads.
@@ -296,9 +296,9 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     d.total_tiles = int(tiles);
     // A ragged batch's order is its prepare step's (varlen_prepare.cu).
     const int group = problem.varlen ? 1 : int(tile_group_heads(problem, c.bm, c.bn, int(step.geometry.grid.x)));
-    d.group_heads = group;
-    d.pairs = heads;
     d.tile_divisor = cujit::make_fast_divisor(unsigned(group * d.m_blocks));
+    d.group_divisor = cujit::make_fast_divisor(unsigned(group));
+    d.last_group_divisor = cujit::make_fast_divisor(unsigned(last_group_heads(heads, group)));
     d.head_divisor = cujit::make_fast_divisor(unsigned(problem.heads_q));
     step.data.set(d);
     return plan;
@@ -326,11 +326,11 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     }
     p.m_blocks = d.m_blocks;
     p.total_tiles = d.total_tiles;
-    p.group_heads = d.group_heads;
-    p.pairs = d.pairs;
+    p.group_heads = int(d.group_divisor.divisor);
+    p.pairs = int(problem.batch * problem.heads_q);
     p.tile_divisor = d.tile_divisor;
-    p.group_divisor = cujit::make_fast_divisor(unsigned(d.group_heads));
-    p.last_group_divisor = cujit::make_fast_divisor(unsigned(last_group_heads(d.pairs, d.group_heads)));
+    p.group_divisor = d.group_divisor;
+    p.last_group_divisor = d.last_group_divisor;
     p.head_divisor = d.head_divisor;
     step.kernel->launch(step.geometry, p, stream);
   }

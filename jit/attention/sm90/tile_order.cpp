@@ -70,9 +70,9 @@ std::int64_t tile_group_heads(const AttnProblem& problem, int block_m, int block
     case TileOrderChoice::rows_first: return std::max<std::int64_t>(heads, 1);
     case TileOrderChoice::automatic: break;
   }
-  const std::int64_t group = problem.heads_kv > 0 ? std::max<std::int64_t>(problem.heads_q / problem.heads_kv, 1) : 1;
+  // Query heads share their KV head's K/V.
   const std::int64_t kv_bytes_per_head =
-      2 * problem.seq_k * problem.head_dim * std::int64_t(element_size(problem.kv_dtype())) / group;
+      problem.seq_k * problem.kv_bytes_per_key() / std::max<std::int64_t>(problem.heads_q, 1);
   return choose_group_heads({problem.seq_q, problem.seq_k, heads, problem.causal_offset, problem.causal, block_m,
                              block_n, ctas, kv_bytes_per_head});
 }

@@ -23,12 +23,9 @@
 #include <cstdint>
 
 #include "jit/attention/attention_problem.h"
+#include "jit/attention/l2_share.h"
 
 namespace jit::detail {
-
-// The K/V bytes one group's heads may keep in L2 between their m-blocks: a
-// half of the H100's and H200's 50 MB, the rest for Q, O and other traffic.
-constexpr std::int64_t kTileGroupL2Bytes = std::int64_t{24} << 20;
 
 // What the kernel's scheduler sees of a problem.
 struct TileGrid {

@@ -8,7 +8,7 @@
 #include <cstddef>
 
 #include "jit/attention/first_bad_index.h"
-#include "jit/attention/sm90/tile_order.h"
+#include "jit/attention/l2_share.h"
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/fixed_kernel_family.h"
@@ -32,9 +32,8 @@ constexpr unsigned kPrepareThreads = 1024;  // varlen_prepare.cu's kThreads
 }  // namespace
 
 int varlen_group_key_rows(const AttnProblem& problem) {
-  const std::int64_t row_bytes =
-      2 * problem.heads_kv * problem.head_dim * std::int64_t(element_size(problem.kv_dtype()));
-  return int(std::clamp<std::int64_t>(kTileGroupL2Bytes / std::max<std::int64_t>(row_bytes, 1), 1, INT_MAX));
+  return int(
+      std::clamp<std::int64_t>(kTileGroupL2Bytes / std::max<std::int64_t>(problem.kv_bytes_per_key(), 1), 1, INT_MAX));
 }
 
 const KernelFamily& varlen_prepare_family() {

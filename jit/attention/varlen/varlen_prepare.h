@@ -25,7 +25,7 @@ std::vector<int> varlen_index_params(const Json& spec, int attn_offset);
 
 // Causal: the keys of one group of sequences in the prepare step's order,
 // as many as keep their K and V (every KV head) in the share of L2 the
-// dense kernel's tile groups use (jit/attention/sm90/tile_order.h).
+// dense kernel's tile groups use (jit/attention/l2_share.h).
 int varlen_group_key_rows(const AttnProblem& problem);
 
 // Tile slots a plan with BM-row tiles reserves for `problem`.
