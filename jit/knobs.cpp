@@ -72,11 +72,20 @@ std::string parse_family_name(const char* value) {
   return std::string(v);
 }
 
-TileOrderChoice parse_tile_order_choice(const char* value) {
-  return parse_choice<TileOrderChoice>("CUJIT_SM90_TILE_ORDER", value,
-                                       {{"auto", TileOrderChoice::automatic},
-                                        {"heads", TileOrderChoice::heads_first},
-                                        {"rows", TileOrderChoice::rows_first}});
+std::int64_t parse_tile_group_heads(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "auto") return 0;
+  if (v == "heads") return 1;
+  if (v == "rows") return kRowsFirst;
+  std::int64_t heads = 0;
+  const auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), heads);
+  if (error != std::errc() || end != v.data() + v.size() || heads <= 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("CUJIT_SM90_TILE_ORDER='{}' is not auto, heads, rows or a positive number of heads per "
+                            "tile group",
+                            v));
+  }
+  return heads;
 }
 
 unsigned parse_compile_threads(const char* value, unsigned usable) {
@@ -162,7 +171,7 @@ const Knobs& knobs() {
     if (const char* keys = std::getenv("CUJIT_CACHE_TRUSTED_KEYS")) k.cache_trusted_keys = cache::split_key_list(keys);
     k.cache_read_only_dirs = parse_cache_read_only_dirs(std::getenv("CUJIT_CACHE_READONLY_DIRS"));
     k.family = parse_family_name(std::getenv("CUJIT_FAMILY"));
-    k.tile_order = parse_tile_order_choice(std::getenv("CUJIT_SM90_TILE_ORDER"));
+    k.tile_group_heads = parse_tile_group_heads(std::getenv("CUJIT_SM90_TILE_ORDER"));
     k.compile_threads = parse_compile_threads(std::getenv("CUJIT_COMPILE_THREADS"), usable_cpus());
     return k;
   }();

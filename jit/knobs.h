@@ -28,7 +28,8 @@
 //   CUJIT_CHECK       0 (default) | 1: before each KV-cache run or ragged batch, check the lengths, page ids
 //                     and cu_seqlens on the device and report the first bad one (waits for the stream: for debugging)
 //   CUJIT_SM90_TILE_ORDER  auto (default): the host's choice per shape (jit/attention/sm90/tile_order.h)
-//                     | heads | rows: always that order of the sm90 kernel's tiles (for measuring)
+//                     | heads | rows | a positive integer N: always that order of the sm90 kernel's tiles, N
+//                     (batch, head) pairs per group, rows first within it (for measuring and testing)
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -40,7 +41,6 @@ namespace jit::detail {
 
 enum class LogLevel { off = 0, info = 1, debug = 2 };
 enum class AutotuneMode { full, fast, off, frozen, background };
-enum class TileOrderChoice { automatic, heads_first, rows_first };
 
 struct Knobs {
   LogLevel log_level = LogLevel::off;
@@ -50,7 +50,9 @@ struct Knobs {
   std::vector<std::filesystem::path> cache_trusted_keys;
   std::vector<std::filesystem::path> cache_read_only_dirs;
   std::string family;  // CUJIT_FAMILY: "" for auto, else the family's name
-  TileOrderChoice tile_order = TileOrderChoice::automatic;
+  // CUJIT_SM90_TILE_ORDER as (batch, head) pairs per tile group: 0 for the
+  // host's choice, 1 for heads first, kRowsFirst for one group of all pairs.
+  std::int64_t tile_group_heads = 0;
   unsigned compile_threads = 1;
   bool pdl = true;
   bool check = false;
@@ -66,7 +68,8 @@ AutotuneMode parse_autotune_mode(const char* value);
 // CUJIT_FAMILY: "" for auto (unset, empty or "auto"), else a name of lower-case
 // letters, digits and '_' (whether a family has it is the registry's check).
 std::string parse_family_name(const char* value);
-TileOrderChoice parse_tile_order_choice(const char* value);
+inline constexpr std::int64_t kRowsFirst = INT64_MAX;
+std::int64_t parse_tile_group_heads(const char* value);
 // CUJIT_COMPILE_THREADS: unset or empty gives `usable_cpus`.
 unsigned parse_compile_threads(const char* value, unsigned usable_cpus);
 // The CPUs this process may run on (sched_getaffinity), at least 1.

@@ -74,15 +74,17 @@ TEST(Knobs, CompileThreadsDefaultToTheUsableCpus) {
   EXPECT_LE(jit::detail::usable_cpus(), std::max(1u, std::thread::hardware_concurrency()));
 }
 
-TEST(Knobs, TileOrderChoiceDocumentedValues) {
-  using jit::detail::TileOrderChoice;
-  EXPECT_EQ(jit::detail::parse_tile_order_choice(nullptr), TileOrderChoice::automatic);
-  EXPECT_EQ(jit::detail::parse_tile_order_choice(""), TileOrderChoice::automatic);
-  EXPECT_EQ(jit::detail::parse_tile_order_choice("auto"), TileOrderChoice::automatic);
-  EXPECT_EQ(jit::detail::parse_tile_order_choice("heads"), TileOrderChoice::heads_first);
-  EXPECT_EQ(jit::detail::parse_tile_order_choice("rows"), TileOrderChoice::rows_first);
-  for (const char* value : {"Rows", "m", "heads_first"}) {
-    expect_invalid_naming("CUJIT_SM90_TILE_ORDER", value, [&] { jit::detail::parse_tile_order_choice(value); });
+TEST(Knobs, TileOrderDocumentedValues) {
+  using jit::detail::parse_tile_group_heads;
+  EXPECT_EQ(parse_tile_group_heads(nullptr), 0);
+  EXPECT_EQ(parse_tile_group_heads(""), 0);
+  EXPECT_EQ(parse_tile_group_heads("auto"), 0);
+  EXPECT_EQ(parse_tile_group_heads("heads"), 1);
+  EXPECT_EQ(parse_tile_group_heads("rows"), jit::detail::kRowsFirst);
+  EXPECT_EQ(parse_tile_group_heads("1"), 1);
+  EXPECT_EQ(parse_tile_group_heads("3"), 3);
+  for (const char* value : {"Rows", "m", "heads_first", "0", "-2", "3x", " 3"}) {
+    expect_invalid_naming("CUJIT_SM90_TILE_ORDER", value, [&] { parse_tile_group_heads(value); });
   }
 }
 

@@ -65,10 +65,8 @@ std::int64_t choose_group_heads(const TileGrid& g) {
 
 std::int64_t tile_group_heads(const AttnProblem& problem, int block_m, int block_n, int ctas) {
   const std::int64_t heads = problem.batch * problem.heads_q;
-  switch (knobs().tile_order) {
-    case TileOrderChoice::heads_first: return 1;
-    case TileOrderChoice::rows_first: return std::max<std::int64_t>(heads, 1);
-    case TileOrderChoice::automatic: break;
+  if (const std::int64_t forced = knobs().tile_group_heads) {
+    return std::clamp<std::int64_t>(forced, 1, std::max<std::int64_t>(heads, 1));
   }
   // Query heads share their KV head's K/V.
   const std::int64_t kv_bytes_per_head =

@@ -53,7 +53,8 @@ std::int64_t choose_group_heads(const TileGrid& grid);
 
 // The group size for a problem's tiles of block_m rows and block_n keys on
 // `ctas` persistent CTAs: CUJIT_SM90_TILE_ORDER's (heads: 1, rows: every
-// pair) when it names one, else choose_group_heads's.
+// pair, N: N pairs or every pair if fewer) when it names one, else
+// choose_group_heads's.
 std::int64_t tile_group_heads(const AttnProblem& problem, int block_m, int block_n, int ctas);
 
 }  // namespace jit::detail
