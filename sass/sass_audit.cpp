@@ -102,6 +102,25 @@ std::vector<RegisterRef> registers_in(const std::string& operand) {
   return out;
 }
 
+// The registers an instruction's operand names. P2R and R2P move only the
+// predicates their immediate mask selects ("P2R R0, PR, RZ, 0x1" reads P0
+// alone, "R2P PR, R5, 0x6" writes P1 and P2), so for their PR (UPR) operand
+// those predicates, not all seven: a loop that keeps P0 in a register would
+// otherwise take the marks of every other predicate live there.
+std::vector<RegisterRef> registers_in(const Instruction& in, std::size_t operand) {
+  std::vector<RegisterRef> out = registers_in(in.operands[operand]);
+  const std::string base = in.opcode.substr(0, in.opcode.find('.'));
+  const bool moves_predicates = base == "P2R" || base == "R2P" || base == "UP2UR" || base == "R2UP";
+  if (!moves_predicates || out.size() != 1 || out[0].width != 7 || in.operands.back().rfind("0x", 0) != 0) return out;
+  const unsigned long mask = std::stoul(in.operands.back(), nullptr, 16);
+  const int first = out[0].index;
+  out.clear();
+  for (int p = 0; p < 7; ++p) {
+    if (mask & (1ul << p)) out.push_back({first + p, 1});
+  }
+  return out;
+}
+
 bool is_bare_register(const std::string& operand) {
   if (operand.empty() || operand.find('[') != std::string::npos) return false;
   static const std::regex pattern(R"([-!|]*(UR|R|UP|P)(\d+|Z|T|R)(\.[A-Za-z0-9_]+)*\|?)");
@@ -219,10 +238,13 @@ std::vector<std::size_t> destination_operands(const Instruction& in) {
 
 // Whether the written registers keep what they held as well: accumulators,
 // R2UR.OR/.AND (which combine the predicate they write with its old value),
-// and R2P (which writes only the predicates its mask names).
+// and R2P with a mask in a register (which writes only the predicates the
+// mask names: which, the audit cannot tell; an immediate mask names them,
+// registers_in(in, operand)).
 bool reads_destination(const Instruction& in) {
   const std::string base = base_opcode(in.opcode);
-  return is_wgmma(base) || base == "HMMA" || base == "R2P" ||
+  const bool register_mask = !in.operands.empty() && in.operands.back().rfind("0x", 0) != 0;
+  return is_wgmma(base) || base == "HMMA" || ((base == "R2P" || base == "R2UP") && register_mask) ||
          (base == "R2UR" && (has_modifier(in.opcode, "OR") || has_modifier(in.opcode, "AND")));
 }
 
@@ -302,7 +324,7 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause, cons
     const bool pair = wide_sources || (wide && (source_position == 2 || in.operands.size() - dests.size() < 3));
     ++source_position;
     std::uint8_t operand = reads_index_constant(in.operands[i], index_constants) ? kIndexPointer : 0;
-    for (const RegisterRef& r : registers_in(in.operands[i])) {
+    for (const RegisterRef& r : registers_in(in, i)) {
       const int width = pair && r.index < kUniformBase + 64 ? std::max(r.width, 2) : r.width;
       for (int k = 0; k < width && r.index + k < kRegisters; ++k) operand |= read(r.index + k);
     }
@@ -311,7 +333,7 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause, cons
   }
   if (reads_destination(in)) {
     for (std::size_t d : dests) {
-      for (const RegisterRef& r : registers_in(in.operands[d])) {
+      for (const RegisterRef& r : registers_in(in, d)) {
         const int width = d == 0 ? std::max(destination_width(in), r.width) : r.width;
         for (int k = 0; k < width && r.index + k < kRegisters; ++k) read(r.index + k);
       }
@@ -339,7 +361,7 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause, cons
     cause.from = data_via >= 0 ? state.origin[std::size_t(data_via)] : -1;
   }
   for (std::size_t d : dests) {
-    for (const RegisterRef& r : registers_in(in.operands[d])) {
+    for (const RegisterRef& r : registers_in(in, d)) {
       const int width = d == 0 ? std::max(destination_width(in), r.width) : r.width;
       // A predicated write may not happen: the old marks stay possible.
       mark_range(state, r, width, value, !guarded, index);

@@ -220,6 +220,25 @@ TEST(SassAudit, PredicateRegisterMovesAndBarrierReductionsCarryMarks) {
   EXPECT_EQ(kind_at(c, 0x50), BranchKind::data);
 }
 
+// An immediate mask names the predicates P2R reads and R2P writes: the
+// others keep their own marks.
+TEST(SassAudit, PredicateMovesTakeOnlyTheirMasksPredicates) {
+  // P2 holds data, P0 an index; "P2R R0, PR, RZ, 0x1" saves P0 alone.
+  const auto a = audit({"LDS R5, [R2]", "ISETP.NE.AND P2, PT, R5, RZ, PT", "S2R R6, SR_TID.X",
+                        "ISETP.NE.AND P0, PT, R6, RZ, PT", "P2R R0, PR, RZ, 0x1", "ISETP.NE.AND P1, PT, R0, RZ, PT",
+                        "@P1 BRA 0x80", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x60), BranchKind::index);
+  // "R2P PR, R5, 0x2" writes P1 alone: P3 keeps its index mark, P1 takes data.
+  const auto b = audit({"LDS R5, [R2]", "S2R R6, SR_TID.X", "ISETP.NE.AND P3, PT, R6, RZ, PT", "R2P PR, R5, 0x2",
+                        "@P3 BRA 0x60", "@P1 BRA 0x60", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(b, 0x40), BranchKind::index);
+  EXPECT_EQ(kind_at(b, 0x50), BranchKind::data);
+  // A mask in a register may name any predicate: all keep their old marks and take R5's.
+  const auto c = audit({"LDS R5, [R2]", "S2R R6, SR_TID.X", "ISETP.NE.AND P3, PT, R6, RZ, PT", "R2P PR, R5, R7",
+                        "@P3 BRA 0x50", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(c, 0x40), BranchKind::data);
+}
+
 // CS2R writes a register pair.
 TEST(SassAudit, Cs2rClearsAPair) {
   const auto a = audit({"LDS R5, [R2]", "CS2R R4, SRZ", "ISETP.NE.AND P0, PT, R5, RZ, PT", "@P0 BRA 0x50", "NOP",
