@@ -350,13 +350,33 @@ TEST(VarlenDeterminism, RepeatsAreBitwiseIdentical) {
 // ties by index, in groups by the keys before them (a multiple of the
 // group's keys: one group for these lengths, or with as many KV heads as
 // would fill L2 with 600 keys, groups of about that), level by level within
-// a group (level l: each sequence's l-th m-block from its end).
+// a group (level l: each sequence's l-th m-block from its end). Batches of
+// up to 32 sequences are sorted and summed in one warp, larger ones by the
+// whole CTA: both, and the sizes at the switch.
+void expect_prepared_list(VarlenCase c, TestRng& rng);
+
 TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
   CUJIT_REQUIRE_GPU();
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
   VarlenCase c;
   c.lens_q = {100, 0, 300, 300, 64, 1, 513};
   c.lens_k = {100, 7, 300, 300, 900, 1, 513};
-  TestRng rng;
+  expect_prepared_list(c, rng);
+  for (const std::size_t batch : {32, 33, 100}) {
+    SCOPED_TRACE(fmt::format("{} sequences", batch));
+    // Few distinct lengths, so that many sequences tie.
+    c.lens_q.resize(batch);
+    c.lens_k.resize(batch);
+    for (std::size_t b = 0; b < batch; ++b) {
+      c.lens_q[b] = 65 * std::int64_t(rng.uniform() * 5);
+      c.lens_k[b] = c.lens_q[b] + std::int64_t(rng.uniform() * 40);
+    }
+    expect_prepared_list(c, rng);
+  }
+}
+
+void expect_prepared_list(VarlenCase c, TestRng& rng) {
   VarlenRun r = make_run(c, rng);
   struct Run {
     Mask mask;
@@ -381,7 +401,7 @@ TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
     }
     constexpr int kBm = 64, kBn = 128;
     jit::detail::AttnPlan plan;
-    jit::detail::add_varlen_prepare_step(plan, problem, kBm, kBn);
+    jit::detail::add_varlen_prepare_step(plan, problem, kBm, kBn, false);
     plan.steps[0].kernel = &jit::get_kernel(jit::detail::varlen_prepare_family(), jit::Json::object(), jit::Json::object());
     jit::DeviceBuffer workspace(plan.workspace_bytes);
     poison(workspace.data(), workspace.size());

@@ -147,7 +147,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
 
   AttnPlan typed_plan(const AttnProblem& problem, const PortableConfig& c, const Target& target) const override {
     AttnPlan plan;
-    if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn);
+    if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn, varlen_attention_pdl(target));
     AttnStep& step = plan.add_step();
     // Ragged: one CTA per slot of the prepare step's list and head (those
     // past the list's count return at once).

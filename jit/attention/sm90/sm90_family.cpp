@@ -279,7 +279,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     }
     const std::int64_t slots = std::int64_t{target.sm_count} * cujit::sm90::ctas_per_sm(c.bm);
     AttnPlan plan;
-    if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn);
+    if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn, varlen_attention_pdl(target));
     AttnStep& step = plan.add_step();
     // Persistent: one CTA per SM (two with BM = 64; at most one per tile)
     // walks the tiles.

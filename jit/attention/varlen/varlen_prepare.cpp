@@ -76,7 +76,7 @@ std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm) {
   return cujit::varlen_max_tiles(problem.total_q, problem.batch, bm);
 }
 
-void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm, int bn) {
+void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm, int bn, bool pdl) {
   const std::int64_t slots = varlen_tile_slots(problem, bm);
   if (slots * problem.heads_q >= (std::int64_t{1} << 31)) {
     throw Error(ErrorCode::Unsupported, fmt::format("{} tiles of {} rows times {} heads exceed the kernels' 32-bit "
@@ -86,6 +86,7 @@ void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm,
   AttnStep& step = plan.add_step();
   step.geometry.grid = {1, 1, 1};
   step.geometry.block = {kPrepareThreads, 1, 1};
+  step.geometry.programmatic_dependent_launch = pdl;
   step.params_bytes = sizeof(cujit::VarlenPrepareParams);
   step.params_align = alignof(cujit::VarlenPrepareParams);
   step.data.set(PrepareStepData{bm, bn, int(slots)});
@@ -135,7 +136,7 @@ void check_varlen_contents(const AttnProblem& problem, const AttnTensors& tensor
   // The prepare step with the smallest tiles, into a workspace of its own.
   constexpr int kCheckRows = 64;
   AttnPlan plan;
-  add_varlen_prepare_step(plan, problem, kCheckRows, kCheckRows);
+  add_varlen_prepare_step(plan, problem, kCheckRows, kCheckRows, false);
   plan.steps[0].kernel = &get_kernel(varlen_prepare_family(), Json::object(), Json::object());
   DeviceBuffer workspace(plan.workspace_bytes);
   const FirstBadIndex first_bad;

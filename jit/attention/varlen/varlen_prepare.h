@@ -33,12 +33,16 @@ std::int64_t varlen_tile_slots(const AttnProblem& problem, int bm);
 
 // Adds the prepare step (step 0 of a ragged plan) and sizes the plan's
 // workspace for it. Throws Error(Unsupported) when the tiles times the heads
-// pass the kernels' 32-bit tile index.
-void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm, int bn);
+// pass the kernels' 32-bit tile index. `pdl`: launched with programmatic
+// dependent launch (varlen_attention_pdl), so that its launch overlaps the
+// end of the kernel before it.
+void add_varlen_prepare_step(AttnPlan& plan, const AttnProblem& problem, int bm, int bn, bool pdl);
 
-// Whether a ragged plan's attention step launches with programmatic
-// dependent launch (sm_90+, CUJIT_PDL): its CTAs start while the prepare step
-// runs and wait for it (griddepcontrol.wait) before reading the tiles.
+// Whether a ragged plan's steps launch with programmatic dependent launch
+// (sm_90+, CUJIT_PDL): the prepare step's launch overlaps the end of the
+// kernel before it, and the attention kernel's CTAs start while the prepare
+// step runs; each waits (griddepcontrol.wait) before it reads anything the
+// kernel before it writes.
 bool varlen_attention_pdl(const Target& target);
 
 // A ragged spec's plan: step 0 the prepare kernel, the others `main`; a
