@@ -14,16 +14,21 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <mutex>
 #include <regex>
+#include <thread>
 #include <sstream>
 #include <string>
 #include <unistd.h>
@@ -146,20 +151,22 @@ void save_sass(const jit::cache::DirFd& dir, const Variant& v, const std::string
   jit::cache::write_new_file(dir, name, sass);
 }
 
-// save_dir: when not empty, each variant's SASS is also written there as
-// <variant>.<arch>.sass, for reading or for --sass later.
-std::vector<Variant> variants_in_cache(const std::string& root, const std::string& cuobjdump,
-                                       const std::string& filter, const std::string& save_dir) {
-  std::vector<Variant> out;
-  const ScratchDir scratch;
-  const std::string temp_name = (scratch.path() / "entry.cubin").string();
-  std::optional<jit::cache::DirFd> save;
-  if (!save_dir.empty()) save = jit::cache::open_directory(save_dir);
+// One cubin of the cache to disassemble and audit: its variant's fields from
+// the entry's metadata, and the cubin.
+struct CubinJob {
+  Variant variant;
+  std::string cubin;
+};
+
+// The cache's cubins whose variant name contains `filter`, in the scan's
+// order; entries that do not decode are skipped, bad fields reported.
+std::vector<CubinJob> cubins_in_cache(const std::string& root, const std::string& filter) {
+  std::vector<CubinJob> jobs;
   for (const jit::cache::CacheFile& file : jit::cache::scan_cache(root).files) {
     if (file.kind != jit::cache::CacheFileKind::cubin || !file.regular) continue;
     const auto contents = jit::cache::read_file_with_identity(file.path);
     if (!contents) continue;
-    const auto entry = jit::cache::CubinStore::decode(jit::cache::entry_hex_name(file.relative), contents->bytes);
+    auto entry = jit::cache::CubinStore::decode(jit::cache::entry_hex_name(file.relative), contents->bytes);
     if (!entry) {
       std::cerr << "cujit-sass: skipping " << file.relative << ": not a valid cache entry\n";
       continue;
@@ -183,22 +190,81 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
     }
     v.params_align = params_align.value_or(8);
     v.index_only = index_only_of(entry->meta);
-    std::ofstream(temp_name, std::ios::binary | std::ios::trunc) << entry->payload;
-    v.resources = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, temp_name)));
     v.resources["spill_store_bytes"] = jit::cache::integer_field(entry->meta, "spill_store_bytes").value;
     v.resources["spill_load_bytes"] = jit::cache::integer_field(entry->meta, "spill_load_bytes").value;
-    const std::string sass = run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, temp_name));
-    if (save) save_sass(*save, v, sass);
-    const auto functions = jit::sass::parse_sass(sass);
-    for (const auto& f : functions) {
-      if (f.instructions.empty()) continue;
-      if (!v.index_params.empty() && !jit::sass::parameter_bank_base(f.arch)) {
-        std::cerr << "cujit-sass: " << v.name << ": parameters of " << (f.arch.empty() ? "this arch" : f.arch)
-                  << " are not located; its index_params are not applied\n";
-      }
-      v.audit = jit::sass::audit_function(f, {v.index_params, v.params_align, v.index_only});
-      out.push_back(v);
+    jobs.push_back({std::move(v), std::move(entry->payload)});
+  }
+  return jobs;
+}
+
+// What one job gave: a variant per function of the cubin, and the warnings
+// to print (in job order, after all are done).
+struct CubinResult {
+  std::vector<Variant> variants;
+  std::string warnings;
+};
+
+// cuobjdump on the job's cubin (written to `cubin_path`), then the audit.
+// `save`: where to write the SASS, under `save_lock` (two entries may share
+// a variant name and arch).
+CubinResult audit_cubin(const CubinJob& job, const std::string& cuobjdump, const std::string& cubin_path,
+                        const jit::cache::DirFd* save, std::mutex& save_lock) {
+  std::ofstream(cubin_path, std::ios::binary | std::ios::trunc) << job.cubin;
+  Variant v = job.variant;
+  const nlohmann::json usage = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, cubin_path)));
+  v.resources.update(usage);
+  const std::string sass = run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, cubin_path));
+  if (save != nullptr) {
+    const std::lock_guard<std::mutex> lock(save_lock);
+    save_sass(*save, v, sass);
+  }
+  CubinResult result;
+  for (const auto& f : jit::sass::parse_sass(sass)) {
+    if (f.instructions.empty()) continue;
+    if (!v.index_params.empty() && !jit::sass::parameter_bank_base(f.arch)) {
+      result.warnings += fmt::format("cujit-sass: {}: parameters of {} are not located; its index_params are not "
+                                     "applied\n",
+                                     v.name, f.arch.empty() ? "this arch" : f.arch);
     }
+    v.audit = jit::sass::audit_function(f, {v.index_params, v.params_align, v.index_only});
+    result.variants.push_back(v);
+  }
+  return result;
+}
+
+// save_dir: when not empty, each variant's SASS is also written there as
+// <variant>.<arch>.sass, for reading or for --sass later. `jobs` cubins at a
+// time (each a cuobjdump process, then the audit); the result keeps the
+// cache scan's order.
+std::vector<Variant> variants_in_cache(const std::string& root, const std::string& cuobjdump,
+                                       const std::string& filter, const std::string& save_dir, unsigned jobs) {
+  const std::vector<CubinJob> work = cubins_in_cache(root, filter);
+  const ScratchDir scratch;
+  std::optional<jit::cache::DirFd> save;
+  if (!save_dir.empty()) save = jit::cache::open_directory(save_dir);
+  std::vector<CubinResult> results(work.size());
+  std::vector<std::exception_ptr> errors(work.size());
+  std::atomic<std::size_t> next{0};
+  std::mutex save_lock;
+  auto worker = [&](unsigned id) {
+    const std::string cubin_path = (scratch.path() / fmt::format("entry{}.cubin", id)).string();
+    for (std::size_t i; (i = next.fetch_add(1)) < work.size();) {
+      try {
+        results[i] = audit_cubin(work[i], cuobjdump, cubin_path, save ? &*save : nullptr, save_lock);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned id = 1; id < std::max(jobs, 1u) && id < work.size(); ++id) threads.emplace_back(worker, id);
+  worker(0);
+  for (std::thread& t : threads) t.join();
+  std::vector<Variant> out;
+  for (std::size_t i = 0; i < work.size(); ++i) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    std::cerr << results[i].warnings;
+    for (Variant& v : results[i].variants) out.push_back(std::move(v));
   }
   return out;
 }
@@ -259,11 +325,14 @@ int main(int argc, char** argv) {
   bool json = false;
   bool strict = false;
   bool explain = false;
+  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
   app.add_option("--cache", cache_dir, "cache root (default: CUJIT_CACHE_DIR or the default cache)");
   CLI::Option* sass_option =
       app.add_option("--sass", sass_files, "read saved `cuobjdump -sass` output instead of the cache (repeatable)");
   app.add_option("--variant", filter, "only variants whose name contains this");
   app.add_option("--cuobjdump", cuobjdump, "the cuobjdump to run");
+  app.add_option("--jobs", jobs, "cubins disassembled and audited at a time (default: the CPUs)")
+      ->check(CLI::Range(1u, 1024u));
   app.add_option("--save-sass", save_dir, "also write each variant's SASS to DIR/<variant>.<arch>.sass")
       ->check(CLI::ExistingDirectory);
   app.add_option("--index-params", index_params,
@@ -285,7 +354,7 @@ int main(int argc, char** argv) {
   try {
     const std::vector<Variant> variants =
         sass_files.empty() ? variants_in_cache(cache_dir.empty() ? jit::cache_directory() : cache_dir, cuobjdump, filter,
-                                                 save_dir)
+                                                 save_dir, jobs)
                            : variants_in_files(sass_files, filter, index_params, params_align);
     int flagged = 0;
     for (const Variant& v : variants) flagged += v.audit.data_branches();

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "cache/cubin_store.h"
@@ -155,6 +156,41 @@ TEST_F(SassToolIndexParams, CacheEntryIndexParamsMakeALoadedLengthAnIndex) {
                 tmp_, output),
             0)
       << output;
+}
+
+// Several cubins at a time (--jobs): the same report, in the same order, as
+// one at a time, and every variant's SASS saved.
+TEST_F(SassToolIndexParams, ParallelJobsGiveTheSameReport) {
+  const fs::path cache = tmp_ / "cache";
+  const jit::cache::CubinStore store(cache);
+  const std::string cubin = jit::test::fake_cubin("sm_90a", "payload");
+  for (int i = 0; i < 24; ++i) {
+    const std::string variant = "variant" + std::to_string(i);
+    nlohmann::json meta = {{"variant", variant}, {"arch", "sm_90a"}};
+    if (i % 3 == 0) meta["index_params"] = {152, 136};
+    store.store(jit::cache::sha256_hex(variant), cubin, meta);
+  }
+  const fs::path listing = tmp_ / "loop.sass", fake = tmp_ / "fake-cuobjdump", saved = tmp_ / "saved";
+  std::ofstream(listing) << kLoopSass;
+  std::ofstream(fake) << "#!/bin/sh\n[ \"$1\" = -sass ] && cat '" << listing.string()
+                      << "'\n[ \"$1\" = -res-usage ] && echo 'Function decode: REG:40 STACK:0 SHARED:0 LOCAL:0'\n"
+                      << "exit 0\n";
+  fs::permissions(fake, fs::perms::owner_all);
+  fs::create_directory(saved);
+  const std::string tool = std::string(CUJIT_SASS_TOOL) + " --json --cache " + cache.string() + " --cuobjdump " +
+                           fake.string();
+  std::string one, many;
+  ASSERT_EQ(run(tool + " --jobs 1", tmp_, one), 0) << one;
+  ASSERT_EQ(run(tool + " --jobs 5 --save-sass " + saved.string(), tmp_, many), 0) << many;
+  const nlohmann::json report = nlohmann::json::parse(one, nullptr, false);
+  ASSERT_TRUE(report.is_array()) << one;
+  EXPECT_EQ(report.size(), 24u);
+  EXPECT_EQ(report, nlohmann::json::parse(many, nullptr, false));
+  EXPECT_EQ(report.at(0).at("resources").at("registers"), 40);
+  int flagged = 0;
+  for (const auto& v : report) flagged += int(v.at("flagged_branches").size());
+  EXPECT_EQ(flagged, 16);  // all but the 8 with index parameters
+  EXPECT_EQ(std::distance(fs::directory_iterator(saved), fs::directory_iterator()), 24);
 }
 
 }  // namespace
