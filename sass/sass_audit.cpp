@@ -102,25 +102,6 @@ std::vector<RegisterRef> registers_in(const std::string& operand) {
   return out;
 }
 
-// The registers an instruction's operand names. P2R and R2P move only the
-// predicates their immediate mask selects ("P2R R0, PR, RZ, 0x1" reads P0
-// alone, "R2P PR, R5, 0x6" writes P1 and P2), so for their PR (UPR) operand
-// those predicates, not all seven: a loop that keeps P0 in a register would
-// otherwise take the marks of every other predicate live there.
-std::vector<RegisterRef> registers_in(const Instruction& in, std::size_t operand) {
-  std::vector<RegisterRef> out = registers_in(in.operands[operand]);
-  const std::string base = in.opcode.substr(0, in.opcode.find('.'));
-  const bool moves_predicates = base == "P2R" || base == "R2P" || base == "UP2UR" || base == "R2UP";
-  if (!moves_predicates || out.size() != 1 || out[0].width != 7 || in.operands.back().rfind("0x", 0) != 0) return out;
-  const unsigned long mask = std::stoul(in.operands.back(), nullptr, 16);
-  const int first = out[0].index;
-  out.clear();
-  for (int p = 0; p < 7; ++p) {
-    if (mask & (1ul << p)) out.push_back({first + p, 1});
-  }
-  return out;
-}
-
 bool is_bare_register(const std::string& operand) {
   if (operand.empty() || operand.find('[') != std::string::npos) return false;
   static const std::regex pattern(R"([-!|]*(UR|R|UP|P)(\d+|Z|T|R)(\.[A-Za-z0-9_]+)*\|?)");
@@ -134,6 +115,33 @@ bool is_predicate(const std::string& operand) {
 std::string base_opcode(const std::string& opcode) { return opcode.substr(0, opcode.find('.')); }
 bool has_modifier(const std::string& opcode, const std::string& modifier) {
   return opcode.find("." + modifier) != std::string::npos;
+}
+
+// P2R, R2P and their uniform forms: a register's bits from or to the
+// predicates that a mask, their last operand, selects.
+bool moves_predicates(const Instruction& in) {
+  const std::string base = base_opcode(in.opcode);
+  return base == "P2R" || base == "R2P" || base == "UP2UR" || base == "R2UP";
+}
+bool has_immediate_mask(const Instruction& in) {
+  return !in.operands.empty() && in.operands.back().rfind("0x", 0) == 0;
+}
+
+// The registers an instruction's operand names. P2R and R2P move only the
+// predicates their immediate mask selects ("P2R R0, PR, RZ, 0x1" reads P0
+// alone, "R2P PR, R5, 0x6" writes P1 and P2), so for their PR (UPR) operand
+// those predicates, not all seven: a loop that keeps P0 in a register would
+// otherwise take the marks of every other predicate live there.
+std::vector<RegisterRef> registers_in(const Instruction& in, std::size_t operand) {
+  std::vector<RegisterRef> out = registers_in(in.operands[operand]);
+  if (!moves_predicates(in) || !has_immediate_mask(in) || out.size() != 1 || out[0].width != 7) return out;
+  const unsigned long mask = std::stoul(in.operands.back(), nullptr, 16);
+  const int first = out[0].index;
+  out.clear();
+  for (int p = 0; p < 7; ++p) {
+    if (mask & (1ul << p)) out.push_back({first + p, 1});
+  }
+  return out;
 }
 
 // wgmma in SASS: HGMMA for 16-bit operands, QGMMA for 8-bit ones.
@@ -243,8 +251,8 @@ std::vector<std::size_t> destination_operands(const Instruction& in) {
 // registers_in(in, operand)).
 bool reads_destination(const Instruction& in) {
   const std::string base = base_opcode(in.opcode);
-  const bool register_mask = !in.operands.empty() && in.operands.back().rfind("0x", 0) != 0;
-  return is_wgmma(base) || base == "HMMA" || ((base == "R2P" || base == "R2UP") && register_mask) ||
+  const bool writes_predicates = base == "R2P" || base == "R2UP";
+  return is_wgmma(base) || base == "HMMA" || (writes_predicates && !has_immediate_mask(in)) ||
          (base == "R2UR" && (has_modifier(in.opcode, "OR") || has_modifier(in.opcode, "AND")));
 }
 

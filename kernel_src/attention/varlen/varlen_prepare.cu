@@ -19,9 +19,10 @@
 //    K/V that the levels after find in L2.
 // Sequences are sorted by a bitonic sort, ties by index: up to 32 of them in
 // one warp's registers, up to kSortedMax in shared memory; a larger batch
-// keeps index order, sequence by sequence. Up to 32, the prefix sums are one
-// warp's too: a barrier of the whole CTA costs about 370 cycles on the H100,
-// and the shared-memory sort and scans of 16 sequences took 6,000 cycles.
+// keeps index order, sequence by sequence. Up to 32, the causal order's
+// prefix sums are one warp's too: a barrier of the whole CTA costs about 370
+// cycles on the H100, and the shared-memory sort and scans of 16 sequences
+// took 6,000 cycles.
 //
 // Sequences are clamped to the packed tensors (rows [0, total)) and to the
 // maxima, so a wrong cu_seqlens never sends a load or store outside them;
