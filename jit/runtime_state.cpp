@@ -93,6 +93,11 @@ Counters& counters() {
 
 const char* cujit_version() { return CUJIT_VERSION; }
 
+std::string no_disk_cache_fix() {
+  // "memory only: <reason>" says what to fix already.
+  return knobs().disk_cache ? "" : "; unset CUJIT_DISK_CACHE (or set it to 1)";
+}
+
 }  // namespace detail
 
 std::string cache_status() {

@@ -41,6 +41,11 @@ const CacheState& cache_state();
 // fix, on every call, as an untrusted writable root does.
 const std::vector<cache::TrustedDir>& read_only_cache_roots();
 
+// With no disk cache, for the errors of what needs one (a warm-up,
+// cujit-cache) after cache_status(): "; unset CUJIT_DISK_CACHE ..." when it
+// is off, "" when it is memory only (the status's reason says the fix).
+std::string no_disk_cache_fix();
+
 // cache_state().root.
 const std::optional<std::filesystem::path>& cache_root();
 // cache_state().root_dir.

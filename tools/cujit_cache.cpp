@@ -40,6 +40,7 @@
 #include "cache/maintenance.h"
 #include "jit/cujit.h"
 #include "jit/knobs.h"
+#include "jit/runtime_state.h"
 #include "tools/tool_message.h"
 
 namespace {
@@ -108,7 +109,8 @@ Root resolve_dir(const std::string& dir) {
   const std::string d = jit::cache_directory();
   if (d.empty()) {
     throw jit::Error(jit::ErrorCode::InvalidArgument,
-                     "the disk cache is off (CUJIT_DISK_CACHE=0), so there is no cache directory; pass --dir DIR");
+                     fmt::format("there is no disk cache ({}){}; or pass --dir DIR", jit::cache_status(),
+                                 jit::detail::no_disk_cache_fix()));
   }
   return Root{d};
 }

@@ -26,6 +26,7 @@
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/log.h"
+#include "jit/runtime_state.h"
 #include "jit/serving.h"
 #include "jit/varlen.h"
 
@@ -282,8 +283,8 @@ WarmupSummary warm_up_attention(const std::vector<std::string>& archs, const std
   // rather than once per variant, and with no disk cache nothing would stay.
   if (cache_directory().empty()) {
     throw Error(ErrorCode::InvalidArgument,
-                "the disk cache is off (CUJIT_DISK_CACHE=0), so a warm-up would compile every variant and keep "
-                "none; unset CUJIT_DISK_CACHE (or set it to 1)");
+                fmt::format("there is no disk cache ({}), so a warm-up would compile every variant and keep none{}",
+                            cache_status(), detail::no_disk_cache_fix()));
   }
   detail::log_info("warm-up: {} variants for {} to compile or find in the cache", jobs.size(), fmt::join(archs, ", "));
   WarmupSummary summary;

@@ -202,6 +202,28 @@ TEST(CujitWarmupTool, DiskCacheOffIsAnError) {
   EXPECT_FALSE(contains(r.out, "compiled")) << r.out;  // stopped before compiling
 }
 
+// A cache directory that cannot be created leaves cujit without a disk
+// cache (memory only): both tools say that, and why, not that
+// CUJIT_DISK_CACHE=0, and the warm-up compiles nothing.
+TEST(CujitWarmupTool, MemoryOnlyCacheIsAnErrorThatSaysWhy) {
+  TempDir dir;
+  const fs::path file = dir.path() / "file";
+  std::ofstream(file) << "x";
+  const std::map<std::string, std::string> env = {{"CUJIT_CACHE_DIR", (file / "cache").string()},
+                                                  {"CUJIT_DISK_CACHE", ""}};
+  const ToolRun warm = run(kWarmup, {"--arch", "sm_89", "--shape", kShape}, env);
+  EXPECT_NE(warm.status, 0);
+  EXPECT_TRUE(contains(warm.err, "memory only")) << warm.err;
+  EXPECT_TRUE(contains(warm.err, "CUJIT_CACHE_DIR")) << warm.err;
+  EXPECT_FALSE(contains(warm.err, "CUJIT_DISK_CACHE=0")) << warm.err;
+  EXPECT_FALSE(contains(warm.out, "compiled")) << warm.out;
+  const ToolRun stats = run(kCache, {"stats"}, env);
+  EXPECT_EQ(stats.status, 1);
+  EXPECT_TRUE(contains(stats.err, "memory only")) << stats.err;
+  EXPECT_TRUE(contains(stats.err, "--dir")) << stats.err;
+  EXPECT_FALSE(contains(stats.err, "CUJIT_DISK_CACHE=0")) << stats.err;
+}
+
 // A bound smaller than the set: each store evicts the ones before it. The
 // warm-up says so and fails; its progress is plain lines (stderr is a file).
 TEST(CujitWarmupTool, CacheTooSmallForTheSetIsAnError) {
