@@ -27,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 0: (void)parse_log_level(value.c_str()); break;
       case 1: (void)parse_autotune_mode(value.c_str()); break;
       case 2: (void)parse_family_name(value.c_str()); break;
-      case 3: (void)parse_tile_order_choice(value.c_str()); break;
+      case 3:
+        if (parse_tile_group_heads(value.c_str()) < 0) fuzz::violated("CUJIT_SM90_TILE_ORDER gave a negative group");
+        break;
       case 4:
         if (parse_compile_threads(value.c_str(), 16) == 0) fuzz::violated("CUJIT_COMPILE_THREADS gave 0 threads");
         break;
