@@ -14,8 +14,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
@@ -28,16 +26,17 @@
 #include <optional>
 #include <mutex>
 #include <regex>
-#include <thread>
 #include <sstream>
 #include <string>
 #include <unistd.h>
 
+#include "autotune/tuner.h"
 #include "cache/bounded_json.h"
 #include "cache/cache_scan.h"
 #include "cache/cubin_store.h"
 #include "cache/safe_path.h"
 #include "jit/cujit.h"
+#include "jit/knobs.h"
 #include "sass/sass_audit.h"
 #include "tools/tool_message.h"
 
@@ -204,16 +203,16 @@ struct CubinResult {
   std::string warnings;
 };
 
-// cuobjdump on the job's cubin (written to `cubin_path`), then the audit.
-// `save`: where to write the SASS, under `save_lock` (two entries may share
-// a variant name and arch).
-CubinResult audit_cubin(const CubinJob& job, const std::string& cuobjdump, const std::string& cubin_path,
+// cuobjdump on the job's cubin (written to `cubin_path` and removed after),
+// then the audit. `save`: where to write the SASS, under `save_lock` (two
+// entries may share a variant name and arch).
+CubinResult audit_cubin(const CubinJob& job, const std::string& cuobjdump, const std::filesystem::path& cubin_path,
                         const jit::cache::DirFd* save, std::mutex& save_lock) {
   std::ofstream(cubin_path, std::ios::binary | std::ios::trunc) << job.cubin;
   Variant v = job.variant;
-  const nlohmann::json usage = resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, cubin_path)));
-  v.resources.update(usage);
-  const std::string sass = run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, cubin_path));
+  v.resources.update(resource_usage(run_command(fmt::format("{} -res-usage {} 2>&1", cuobjdump, cubin_path.string()))));
+  const std::string sass = run_command(fmt::format("{} -sass {} 2>&1", cuobjdump, cubin_path.string()));
+  std::filesystem::remove(cubin_path);
   if (save != nullptr) {
     const std::lock_guard<std::mutex> lock(save_lock);
     save_sass(*save, v, sass);
@@ -244,22 +243,15 @@ std::vector<Variant> variants_in_cache(const std::string& root, const std::strin
   if (!save_dir.empty()) save = jit::cache::open_directory(save_dir);
   std::vector<CubinResult> results(work.size());
   std::vector<std::exception_ptr> errors(work.size());
-  std::atomic<std::size_t> next{0};
   std::mutex save_lock;
-  auto worker = [&](unsigned id) {
-    const std::string cubin_path = (scratch.path() / fmt::format("entry{}.cubin", id)).string();
-    for (std::size_t i; (i = next.fetch_add(1)) < work.size();) {
-      try {
-        results[i] = audit_cubin(work[i], cuobjdump, cubin_path, save ? &*save : nullptr, save_lock);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
+  jit::autotune::parallel_for(work.size(), jobs, [&](std::size_t i) {
+    try {
+      results[i] = audit_cubin(work[i], cuobjdump, scratch.path() / fmt::format("entry{}.cubin", i),
+                               save ? &*save : nullptr, save_lock);
+    } catch (...) {
+      errors[i] = std::current_exception();
     }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned id = 1; id < std::max(jobs, 1u) && id < work.size(); ++id) threads.emplace_back(worker, id);
-  worker(0);
-  for (std::thread& t : threads) t.join();
+  });
   std::vector<Variant> out;
   for (std::size_t i = 0; i < work.size(); ++i) {
     if (errors[i]) std::rethrow_exception(errors[i]);
@@ -325,7 +317,7 @@ int main(int argc, char** argv) {
   bool json = false;
   bool strict = false;
   bool explain = false;
-  unsigned jobs = std::max(1u, std::thread::hardware_concurrency());
+  unsigned jobs = jit::detail::usable_cpus();
   app.add_option("--cache", cache_dir, "cache root (default: CUJIT_CACHE_DIR or the default cache)");
   CLI::Option* sass_option =
       app.add_option("--sass", sass_files, "read saved `cuobjdump -sass` output instead of the cache (repeatable)");
