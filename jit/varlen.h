@@ -4,7 +4,9 @@
 /// another, located by prefix sums on the device. For prefill in serving
 /// engines, where every request of a step has its own length.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "jit/attention.h"
 #include "jit/tensor.h"
@@ -47,5 +49,72 @@ struct VarlenBatch {
 /// tensors, but its sequence's rows are wrong.
 void attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                       const VarlenBatch& batch, const AttentionOptions& options = {});
+
+/// Per-run arguments of a ragged plan (as AttentionOptions has them).
+struct VarlenRunOptions {
+  Stream stream = nullptr;
+  /// float32 contiguous [Hq, total_q] on the device, or nullptr.
+  float* lse = nullptr;
+  /// Required when q, k and v are e4m3: per sequence, as attention_varlen.
+  Fp8Descale descale;
+};
+
+/// A ragged batch's launches, made once per batch composition and run for
+/// every layer of a model step. attention_varlen lists the batch's tiles
+/// (longest work first) from the prefix sums on every call; a plan lists
+/// them once per step, in prepare(), and each run() launches the attention
+/// kernel alone over that list. Neither allocates, synchronizes or tunes,
+/// so both can be captured in a CUDA graph.
+///
+///     auto plan = jit::plan_attention_varlen(q, k, v, out, batch, options);  // tunes on a new shape class
+///     plan.prepare(batch, stream);           // once the step's cu_seqlens are on the device
+///     for (auto& layer : layers) plan.run(layer.q, layer.k, layer.v, layer.out, {stream});
+///
+/// A run uses the list of the last prepare() before it in stream order: runs
+/// and prepares of one plan go on one stream (or are ordered by events), and
+/// prepare() again whenever the prefix sums change. A list made from other
+/// prefix sums gives that batch's result, never an access outside the
+/// tensors (the list is clamped to them, as attention_varlen's is).
+class VarlenAttentionPlan {
+ public:
+  VarlenAttentionPlan();
+  ~VarlenAttentionPlan();
+  VarlenAttentionPlan(VarlenAttentionPlan&&) noexcept;
+  VarlenAttentionPlan& operator=(VarlenAttentionPlan&&) noexcept;
+
+  /// Lists the tiles of `batch` (one small kernel on `stream` that reads its
+  /// prefix sums) into the plan's workspace. batch.batch and the maxima must
+  /// be the plan's; the pointers may differ. Under CUJIT_CHECK=1 the prefix
+  /// sums are checked first, as attention_varlen does.
+  void prepare(const VarlenBatch& batch, Stream stream = nullptr) const;
+
+  /// o = attention over the listed batch for one layer: q, k, v and out with
+  /// the plan's shapes and element types (any data and strides, contiguous
+  /// last dimension); the causal mask, its alignment and the scale are the
+  /// plan's.
+  void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+           const VarlenRunOptions& run = {}) const;
+
+  /// Device memory the plan holds for its tile list.
+  std::size_t workspace_bytes() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend VarlenAttentionPlan plan_attention_varlen(const TensorView&, const TensorView&, const TensorView&,
+                                                   const TensorView&, const VarlenBatch&, const AttentionOptions&);
+};
+
+/// Validates as attention_varlen does, chooses the config (tuning on the first
+/// call of a shape class, on options.stream, with these inputs; out is not
+/// written), loads the kernels and allocates the tile list's memory.
+/// options.causal, align and scale are fixed for the plan; its lse and
+/// descale are what tuning runs with (a run takes its own). Must not be
+/// called while options.stream is being captured if the shape class has not
+/// been tuned: the untuned default config is then used.
+VarlenAttentionPlan plan_attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v,
+                                          const TensorView& out, const VarlenBatch& batch,
+                                          const AttentionOptions& options = {});
 
 }  // namespace jit

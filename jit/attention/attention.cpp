@@ -7,6 +7,7 @@
 #include "autotune/served_table.h"
 #include "jit/attention/attention_problem.h"
 #include "jit/attention/background_attention_tuning.h"
+#include "jit/attention/call_path.h"
 #include "jit/attention/family_registry.h"
 #include "jit/attention/fp8_checks.h"
 #include "jit/attention/shape_key.h"
@@ -62,10 +63,7 @@ Prepared prepare(const detail::AttnProblem& problem, const detail::AttnTensors& 
 // The hot path: the plan (kernels, launch geometry, scheduler facts) of an
 // exact problem seen before on this context (detail::ShapeKey), so a repeated
 // call skips tune-key hashing and JSON.
-struct Launchable {
-  const detail::AttentionFamily* family;
-  detail::AttnPlan plan;
-};
+using detail::Launchable;
 using ShapeTable = autotune::ServedTable<detail::ShapeKey, Launchable, detail::ShapeKeyHash>;
 
 ShapeTable& shape_table() {
@@ -102,46 +100,49 @@ ShapeTable::Entry first_call(const detail::AttnProblem& problem, const detail::A
   return entry;
 }
 
-Launchable launchable_for(const detail::AttnProblem& problem, const detail::AttnTensors& t, Stream stream,
-                          const detail::DeviceInfo& device) {
+}  // namespace
+
+namespace detail {
+
+Launchable launchable_for(const AttnProblem& problem, const AttnTensors& t, Stream stream, const DeviceInfo& device) {
   const detail::ShapeKey key{device.context, problem};
   return shape_table().get(
       key, [&] { return first_call(problem, t, stream, device); },
       [&](const Json& winner) {
-        const detail::AttentionFamily& family = detail::attention_family_for(problem, device.target);
-        return Launchable{&family, detail::load_plan(family, problem, winner, device.target)};
+        const AttentionFamily& family = attention_family_for(problem, device.target);
+        return Launchable{&family, load_plan(family, problem, winner, device.target)};
       },
       // Loading the winner could make driver calls a capture forbids: swap after it.
-      [&] { return !detail::stream_is_capturing(stream); });
+      [&] { return !stream_is_capturing(stream); });
 }
 
-// The call's tensors, FP8 descale factors included.
-detail::AttnTensors tensors_of(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
-                               const TensorView& v, const TensorView& out, const AttentionOptions& options) {
-  detail::AttnTensors t{q, k, v, out, options.lse};
+AttnTensors tensors_of(const AttnProblem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const AttentionOptions& options) {
+  AttnTensors t{q, k, v, out, options.lse};
   if (problem.fp8_qkv) {
     t.q_descale = options.descale.q;
     t.k_descale = options.descale.k;
     t.v_descale = options.descale.v;
-    t.descale_strides = detail::descale_strides_or_default(problem, options.descale.strides);
+    t.descale_strides = descale_strides_or_default(problem, options.descale.strides);
   }
   return t;
 }
 
-// Where the arguments live, and the GPU for what they ask: steps 1-2 beyond
-// the shapes, for every entry point.
-void check_on_device(const detail::AttnProblem& problem, const TensorView& q, const TensorView& k,
-                     const TensorView& v, const TensorView& out, const AttentionOptions& options,
-                     const detail::DeviceInfo& device) {
-  detail::check_placement(q, k, v, out, options.lse, device);
+void check_on_device(const AttnProblem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
+                     const TensorView& out, const AttentionOptions& options, const DeviceInfo& device) {
+  check_placement(q, k, v, out, options.lse, device);
   if (!problem.fp8_qkv) return;
-  detail::check_pointer_placement("options.descale.q", options.descale.q, device);
-  detail::check_pointer_placement("options.descale.k", options.descale.k, device);
-  detail::check_pointer_placement("options.descale.v", options.descale.v, device);
-  detail::check_fp8_target(problem, device.target);
+  check_pointer_placement("options.descale.q", options.descale.q, device);
+  check_pointer_placement("options.descale.k", options.descale.k, device);
+  check_pointer_placement("options.descale.v", options.descale.v, device);
+  check_fp8_target(problem, device.target);
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::check_on_device;
+using detail::launchable_for;
+using detail::tensors_of;
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                const AttentionOptions& options) {

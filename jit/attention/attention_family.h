@@ -83,11 +83,14 @@ struct AttnTensors {
   const float* k_descale = nullptr;
   const float* v_descale = nullptr;
   std::array<std::int64_t, 2> descale_strides{};
+  // A ragged batch whose tile list the workspace already holds (made by
+  // VarlenAttentionPlan::prepare): the prepare step is not launched again.
+  bool varlen_tiles_ready = false;
 
   // The same inputs written to another output (a tuning candidate's scratch).
   AttnTensors with_output(const TensorView& other_out, float* other_lse) const {
     return {q,         k,         v,         other_out, other_lse, block_table, table_stride, seq_lens, cu_seqlens_q,
-            cu_seqlens_k, q_descale, k_descale, v_descale, descale_strides};
+            cu_seqlens_k, q_descale, k_descale, v_descale, descale_strides, varlen_tiles_ready};
   }
 };
 

@@ -330,3 +330,63 @@ TEST(VarlenParams, AreOneBatchOfPackedRows) {
   EXPECT_EQ(p.group, kHq / kHkv);
   EXPECT_EQ(p.causal_offset, 0);
 }
+
+// --- the ragged plan's checks (jit::VarlenAttentionPlan) -------------------------
+
+namespace {
+
+// Expects Error(InvalidArgument) from `call` whose message contains every needle.
+void expect_invalid_call(const std::function<void()>& call, std::initializer_list<std::string> needles) {
+  try {
+    call();
+    ADD_FAILURE() << "expected jit::Error(InvalidArgument), nothing was thrown";
+  } catch (const jit::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
+    const std::string message = e.what();
+    for (const std::string& needle : needles) {
+      EXPECT_NE(message.find(needle), std::string::npos) << "message '" << message << "' lacks '" << needle << "'";
+    }
+  }
+}
+
+jit::VarlenAttentionPlan plan_for(const Args& a, const AttentionOptions& options = {}) {
+  return jit::plan_attention_varlen(a.q, a.k, a.v, a.out, a.batch, options);
+}
+
+}  // namespace
+
+TEST(VarlenAttentionPlan, RefusesWhatAttentionVarlenRefusesBeforeTouchingAGpu) {
+  Args a = packed();
+  a.batch.cu_seqlens_k = nullptr;
+  expect_invalid_call([&] { plan_for(a); }, {"batch.cu_seqlens_k", "null"});
+  Args wide = packed();
+  wide.batch.max_seqlen_q = kTotalQ + 1;
+  expect_invalid_call([&] { plan_for(wide); }, {"batch.max_seqlen_q"});
+}
+
+TEST(VarlenAttentionPlan, AnEmptyPlanSaysHowToMakeOne) {
+  const jit::VarlenAttentionPlan plan;
+  const Args a = packed();
+  expect_invalid_call([&] { plan.prepare(a.batch); }, {"empty", "jit::plan_attention_varlen"});
+  expect_invalid_call([&] { plan.run(a.q, a.k, a.v, a.out); }, {"empty", "jit::plan_attention_varlen"});
+  expect_invalid_call([&] { (void)plan.workspace_bytes(); }, {"empty"});
+}
+
+// A batch with no query rows plans, prepares and runs nothing, on any machine;
+// a run with tensors of other shapes is still refused.
+TEST(VarlenAttentionPlan, NoQueryRowsPlansNothingButStillChecksRuns) {
+  Args none = packed();
+  none.batch.max_seqlen_q = 0;
+  const jit::VarlenAttentionPlan plan = plan_for(none);
+  EXPECT_EQ(plan.workspace_bytes(), 0u);
+  plan.prepare(none.batch);
+  plan.run(none.q, none.k, none.v, none.out);
+
+  Args more_keys = packed(kTotalQ, kTotalK + 8);
+  more_keys.batch.max_seqlen_q = 0;
+  expect_invalid_call([&] { plan.run(more_keys.q, more_keys.k, more_keys.v, more_keys.out); },
+                      {"run:", "[1, 2, 508, 128]", "make a plan for them"});
+  Args bf16 = none;
+  bf16.q.dtype = bf16.k.dtype = bf16.v.dtype = bf16.out.dtype = DType::bf16;
+  expect_invalid_call([&] { plan.run(bf16.q, bf16.k, bf16.v, bf16.out); }, {"element types"});
+}

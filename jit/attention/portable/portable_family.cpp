@@ -167,7 +167,7 @@ class PortableAttentionFamily final : public TypedAttentionFamily<PortableConfig
     cujit::AttnParams p = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
     if (problem.fp8_qkv) set_fp8_descales(p, t);
     if (problem.varlen) {
-      launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
+      if (!t.varlen_tiles_ready) launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
       const VarlenTileList list = varlen_tile_list(workspace);
       p.varlen_tiles = list.tiles;
       p.varlen_tile_count = list.count;

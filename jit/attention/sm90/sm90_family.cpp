@@ -306,7 +306,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
 
   void launch(const AttnPlan& plan, const AttnProblem& problem, const AttnTensors& t, void* workspace,
               Stream stream) const override {
-    if (problem.varlen) launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
+    if (problem.varlen && !t.varlen_tiles_ready) launch_varlen_prepare(plan.steps[0], problem, t, workspace, stream);
     const AttnStep& step = plan.steps[std::size_t(plan.step_count - 1)];
     const Sm90StepData d = step.data.get<Sm90StepData>();
     cujit::Sm90AttnParams p{};
