@@ -8,9 +8,12 @@
 //     length and about the same FLOPs (bar 0.90).
 // --dtype fp8 runs both sides with q, k, v in e4m3 (one descale factor of 1,
 // bf16 out). FLOPs count the visible (query, key) pairs: 4 * D * Hq per pair. Prints
-// every ratio with its bar and PASS/MISS; a miss is not an error. The two
-// sides of a ratio are timed in alternating rounds and the ratio is the
-// median of the rounds' (the run's clock drift cancels). Each side
+// every ratio with its bar and PASS/MISS; a miss is not an error. The ragged
+// side is timed twice: one attention_varlen call (the tile list made on every
+// call), and a jit::VarlenAttentionPlan's run (the list made once by
+// prepare, as a model step shares it between its layers). The sides are
+// timed in rotating rounds and each ratio is the median of the rounds' (the
+// run's clock drift cancels). Each side
 // tunes its own config; with CUJIT_AUTOTUNE=off both run the default config,
 // which isolates what the ragged path itself costs. bench/varlen_peers.py
 // compares the same mixed batch with PyTorch SDPA padded.
@@ -23,6 +26,7 @@
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -125,35 +129,47 @@ Call dense_call(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, boo
   return [=] { jit::attention(q, k, v, out, o); };
 }
 
-// Dense and ragged timed in alternating rounds (which side goes first
-// alternates too), so that clock and thermal drift during the run move both
-// sides alike: the medians over the rounds of each side's time and of the
-// per-round ratio dense / ragged. Both are compiled and tuned first.
-struct Paired {
-  double dense_us, ragged_us, ratio;
+// The ragged rows through a plan: the tile list made once, here; each call
+// is a run (one layer of a model step).
+Call planned_call(Packed& p, const Ragged& r, const Heads& h, std::int64_t total, bool causal) {
+  jit::AttentionOptions o;
+  o.causal = causal;
+  o.align = jit::CausalAlign::BottomRight;
+  o.descale = p.descales();
+  const auto q = Packed::view(p.q, 1, total, h.q, h.d), k = Packed::view(p.k, 1, total, h.kv, h.d),
+             v = Packed::view(p.v, 1, total, h.kv, h.d), out = Packed::view(p.out, 1, total, h.q, h.d);
+  auto plan = std::make_shared<jit::VarlenAttentionPlan>(jit::plan_attention_varlen(q, k, v, out, r.batch, o));
+  plan->prepare(r.batch);
+  const jit::VarlenRunOptions run{nullptr, nullptr, o.descale};
+  return [=] { plan->run(q, k, v, out, run); };
+}
+
+// Dense, ragged and planned timed in rounds that rotate which goes first, so
+// that clock and thermal drift during the run move every side alike: the
+// medians over the rounds of each side's time and of the per-round ratios
+// dense / ragged and dense / planned. All are compiled and tuned first.
+struct Timed {
+  double dense_us, ragged_us, planned_us, ratio, planned_ratio;
 };
 
-Paired time_paired(const Call& dense, const Call& ragged, bool quick) {
-  dense();
-  ragged();
+Timed time_sides(const Call& dense, const Call& ragged, const Call& planned, bool quick) {
+  const std::vector<const Call*> calls = {&dense, &ragged, &planned};
+  for (const Call* call : calls) (*call)();
   const int rounds = quick ? 3 : 9;
-  std::vector<double> d, r, ratios;
+  std::vector<std::vector<double>> us(calls.size());
+  std::vector<double> ratios, planned_ratios;
   for (int i = 0; i < rounds; ++i) {
-    auto timed = [&](const Call& call) { return jit::time_on_stream(call, nullptr, timing(quick)).median_us; };
-    double dense_us = 0, ragged_us = 0;
-    if (i % 2 == 0) {
-      dense_us = timed(dense);
-      ragged_us = timed(ragged);
-    } else {
-      ragged_us = timed(ragged);
-      dense_us = timed(dense);
+    std::vector<double> round(calls.size());
+    for (std::size_t j = 0; j < calls.size(); ++j) {
+      const std::size_t side = (std::size_t(i) + j) % calls.size();
+      round[side] = jit::time_on_stream(*calls[side], nullptr, timing(quick)).median_us;
     }
-    d.push_back(dense_us);
-    r.push_back(ragged_us);
-    ratios.push_back(dense_us / ragged_us);
+    for (std::size_t side = 0; side < calls.size(); ++side) us[side].push_back(round[side]);
+    ratios.push_back(round[0] / round[1]);
+    planned_ratios.push_back(round[0] / round[2]);
   }
   using jit::autotune::median;
-  return {median(d), median(r), median(ratios)};
+  return {median(us[0]), median(us[1]), median(us[2]), median(ratios), median(planned_ratios)};
 }
 
 const char* verdict(double ratio, double bar) { return ratio >= bar ? "PASS" : "MISS"; }
@@ -170,8 +186,11 @@ struct Tally {
 using EqualShape = std::pair<std::int64_t, std::int64_t>;  // B, L
 
 void equal_lengths(const Dtypes& dtype, const Heads& h, std::vector<EqualShape> shapes, bool quick, Tally& tally) {
-  fmt::print("\nequal lengths: dense [B, L] against the same rows as a ragged batch (bar {:.2f})\n", kEqualBar);
-  fmt::print("{:<24} {:>11} {:>11} {:>8} {:>8}\n", "shape", "dense us", "ragged us", "ratio", "");
+  fmt::print("\nequal lengths: dense [B, L] against the same rows as a ragged batch, one call and a plan's run "
+             "(bar {:.2f})\n",
+             kEqualBar);
+  fmt::print("{:<24} {:>11} {:>11} {:>8} {:>6} {:>11} {:>8} {:>6}\n", "shape", "dense us", "ragged us", "ratio", "",
+             "planned us", "ratio", "");
   if (shapes.empty()) shapes = {{16, 1024}, {8, 2048}, {4, 4096}, {2, 8192}};
   if (quick) shapes = {{8, 2048}};
   for (bool causal : {true, false}) {
@@ -179,11 +198,13 @@ void equal_lengths(const Dtypes& dtype, const Heads& h, std::vector<EqualShape> 
       const std::int64_t total = b * len;
       Packed p(dtype, h, total);
       const Ragged r(std::vector<std::int64_t>(std::size_t(b), len));
-      const Paired t = time_paired(dense_call(p, h, b, len, causal), ragged_call(p, r, h, total, causal), quick);
+      const Timed t = time_sides(dense_call(p, h, b, len, causal), ragged_call(p, r, h, total, causal),
+                                 planned_call(p, r, h, total, causal), quick);
       tally.add(t.ratio, kEqualBar);
-      fmt::print("{:<24} {:>11.1f} {:>11.1f} {:>8.3f} {:>8}\n",
+      tally.add(t.planned_ratio, kEqualBar);
+      fmt::print("{:<24} {:>11.1f} {:>11.1f} {:>8.3f} {:>6} {:>11.1f} {:>8.3f} {:>6}\n",
                  fmt::format("B={} L={}{}", b, len, causal ? " causal" : ""), t.dense_us, t.ragged_us, t.ratio,
-                 verdict(t.ratio, kEqualBar));
+                 verdict(t.ratio, kEqualBar), t.planned_us, t.planned_ratio, verdict(t.planned_ratio, kEqualBar));
       std::fflush(stdout);  // a run cut short keeps its rows
     }
   }
@@ -199,8 +220,8 @@ void mixed_lengths(const Dtypes& dtype, const Heads& h, bool quick, Tally& tally
   fmt::print("\nmixed lengths: {} sequences of 128..8192 rows ({} in all, mean {}), ragged TFLOP/s against the "
              "dense kernel's at the mean length (bar {:.2f})\n",
              lens.size(), total, mean, kMixedBar);
-  fmt::print("{:<10} {:>11} {:>9} {:>16} {:>9} {:>8} {:>8}\n", "mask", "ragged us", "TFLOP/s", "dense shape",
-             "TFLOP/s", "ratio", "");
+  fmt::print("{:<10} {:>11} {:>9} {:>16} {:>9} {:>8} {:>6} {:>11} {:>8} {:>6}\n", "mask", "ragged us", "TFLOP/s",
+             "dense shape", "TFLOP/s", "ratio", "", "planned us", "ratio", "");
   for (bool causal : {true, false}) {
     Packed p(dtype, h, total);
     const Ragged r(lens);
@@ -211,16 +232,19 @@ void mixed_lengths(const Dtypes& dtype, const Heads& h, bool quick, Tally& tally
     const std::int64_t dense_rows = std::min(b * mean, total);
     const std::int64_t dense_b = dense_rows / mean;
     const double dense_pairs = double(dense_b) * pairs(mean, causal);
-    const Paired t =
-        time_paired(dense_call(p, h, dense_b, mean, causal), ragged_call(p, r, h, total, causal), quick);
-    const double ragged_us = t.ragged_us;
-    const double ragged_rate = tflops(ragged_pairs, h, ragged_us);
+    const Timed t = time_sides(dense_call(p, h, dense_b, mean, causal), ragged_call(p, r, h, total, causal),
+                               planned_call(p, r, h, total, causal), quick);
+    const double ragged_rate = tflops(ragged_pairs, h, t.ragged_us);
     const double dense_rate = tflops(dense_pairs, h, t.dense_us);
-    // Rate over rate, from the per-round time ratio: the FLOPs are fixed.
+    // Rate over rate, from the per-round time ratios: the FLOPs are fixed.
     const double ratio = t.ratio * ragged_pairs / dense_pairs;
+    const double planned_ratio = t.planned_ratio * ragged_pairs / dense_pairs;
     tally.add(ratio, kMixedBar);
-    fmt::print("{:<10} {:>11.1f} {:>9.1f} {:>16} {:>9.1f} {:>8.3f} {:>8}\n", causal ? "causal" : "full", ragged_us,
-               ragged_rate, fmt::format("B={} L={}", dense_b, mean), dense_rate, ratio, verdict(ratio, kMixedBar));
+    tally.add(planned_ratio, kMixedBar);
+    fmt::print("{:<10} {:>11.1f} {:>9.1f} {:>16} {:>9.1f} {:>8.3f} {:>6} {:>11.1f} {:>8.3f} {:>6}\n",
+               causal ? "causal" : "full", t.ragged_us, ragged_rate, fmt::format("B={} L={}", dense_b, mean),
+               dense_rate, ratio, verdict(ratio, kMixedBar), t.planned_us, planned_ratio,
+               verdict(planned_ratio, kMixedBar));
     std::fflush(stdout);
   }
 }

@@ -389,6 +389,38 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
+CapturedRun::CapturedRun() {
+  ensure_context();
+  CUJIT_CU_CHECK(jit::detail::driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING));
+}
+
+CapturedRun::~CapturedRun() {
+  const jit::detail::DriverApi& cu = jit::detail::driver();
+  if (exec_) cu.cuGraphExecDestroy(exec_);
+  if (graph_) cu.cuGraphDestroy(graph_);
+  if (stream_) cu.cuStreamDestroy(stream_);
+}
+
+void CapturedRun::capture(const std::function<void(jit::Stream)>& enqueue) {
+  const jit::detail::DriverApi& cu = jit::detail::driver();
+  CUJIT_CU_CHECK(cu.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  try {
+    enqueue(stream());
+  } catch (...) {
+    cu.cuStreamEndCapture(stream_, &graph_);  // the capture must end on every path
+    throw;
+  }
+  CUJIT_CU_CHECK(cu.cuStreamEndCapture(stream_, &graph_));
+  ASSERT_NE(graph_, nullptr);
+  CUJIT_CU_CHECK(cu.cuGraphInstantiate(&exec_, graph_, 0));
+}
+
+void CapturedRun::replay() {
+  const jit::detail::DriverApi& cu = jit::detail::driver();
+  CUJIT_CU_CHECK(cu.cuGraphLaunch(exec_, stream_));
+  CUJIT_CU_CHECK(cu.cuStreamSynchronize(stream_));
+}
+
 bool listing_tests_only() { return GTEST_FLAG_GET(list_tests); }
 
 }  // namespace cujit_test

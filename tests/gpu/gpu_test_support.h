@@ -9,12 +9,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "jit/driver.h"
+#include "jit/kernel_family.h"
 #include "jit/tensor.h"
 
 namespace cujit_test {
@@ -172,6 +174,25 @@ class TempDir {
  private:
   std::filesystem::path path_;
   bool keep_ = false;
+};
+
+/// A stream with one graph captured on it and the graph's executable instance:
+/// capture(enqueue) records what enqueue(stream) launches (global mode), and
+/// replay() launches the instance and waits for it.
+class CapturedRun {
+ public:
+  CapturedRun();
+  ~CapturedRun();
+  CapturedRun(const CapturedRun&) = delete;
+  CapturedRun& operator=(const CapturedRun&) = delete;
+  jit::Stream stream() const { return reinterpret_cast<jit::Stream>(stream_); }
+  void capture(const std::function<void(jit::Stream)>& enqueue);
+  void replay();
+
+ private:
+  CUstream stream_ = nullptr;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
 };
 
 /// True when gtest was asked only to list the tests (test discovery): a main()

@@ -628,20 +628,6 @@ INSTANTIATE_TEST_SUITE_P(KvPlan, KvPlanBitsGpu,
                                   (info.param.num_splits > 0 ? fmt::format("Splits{}", info.param.num_splits) : "");
                          });
 
-const jit::detail::DriverApi& cu() { return jit::detail::driver(); }
-
-// A stream with one captured graph and its executable instance.
-struct CapturedRun {
-  CUstream stream = nullptr;
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  ~CapturedRun() {
-    if (exec) cu().cuGraphExecDestroy(exec);
-    if (graph) cu().cuGraphDestroy(graph);
-    if (stream) cu().cuStreamDestroy(stream);
-  }
-};
-
 TEST_F(KvPlanGpu, RunCapturedInAGraphReplaysLikeADirectRun) {
   TestRng rng;
   SCOPED_TRACE(rng.describe());
@@ -652,20 +638,9 @@ TEST_F(KvPlanGpu, RunCapturedInAGraphReplaysLikeADirectRun) {
   const OutputBits direct = plan_run(plan, in, o);
 
   CapturedRun captured;
-  CUJIT_CU_CHECK(cu().cuStreamCreate(&captured.stream, CU_STREAM_NON_BLOCKING));
   repoison(o);
-  CUJIT_CU_CHECK(cu().cuStreamBeginCapture(captured.stream, CU_STREAM_CAPTURE_MODE_GLOBAL));
-  try {
-    plan.run(in.dq.view, in.cache, o.out.view, run_options(o, reinterpret_cast<jit::Stream>(captured.stream)));
-  } catch (...) {
-    cu().cuStreamEndCapture(captured.stream, &captured.graph);
-    throw;
-  }
-  CUJIT_CU_CHECK(cu().cuStreamEndCapture(captured.stream, &captured.graph));
-  ASSERT_NE(captured.graph, nullptr);
-  CUJIT_CU_CHECK(cu().cuGraphInstantiate(&captured.exec, captured.graph, 0));
-  CUJIT_CU_CHECK(cu().cuGraphLaunch(captured.exec, captured.stream));
-  CUJIT_CU_CHECK(cu().cuStreamSynchronize(captured.stream));
+  captured.capture([&](jit::Stream stream) { plan.run(in.dq.view, in.cache, o.out.view, run_options(o, stream)); });
+  captured.replay();
   expect_same_bits(read_bits(o), direct, "graph replay against a direct run");
 
   // The replay reads its inputs when it runs: new queries and a shorter sequence.
@@ -678,8 +653,7 @@ TEST_F(KvPlanGpu, RunCapturedInAGraphReplaysLikeADirectRun) {
   const std::vector<std::int32_t> lengths = as_i32(in.reference.seq_lens);
   copy_to_device(in.lens_mem.data(), lengths.data(), lengths.size() * sizeof(std::int32_t));
   repoison(o);
-  CUJIT_CU_CHECK(cu().cuGraphLaunch(captured.exec, captured.stream));
-  CUJIT_CU_CHECK(cu().cuStreamSynchronize(captured.stream));
+  captured.replay();
   expect_matches_reference(c, in, o);
 }
 

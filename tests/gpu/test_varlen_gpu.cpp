@@ -5,7 +5,8 @@
 // or large finite values (k, v: a key that leaked past its sequence would
 // dominate the softmax) and the output's must stay untouched. Then every
 // kept config of every family here on one mixed batch, bitwise identical
-// repeats, and CUJIT_CHECK's report of wrong prefix sums. main() is
+// repeats, CUJIT_CHECK's report of wrong prefix sums, and the plan form
+// (one tile list per step, run per layer, in a graph too). main() is
 // gpu_test_main.cpp (a fresh cache directory; CUJIT_AUTOTUNE=off unless set).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -503,6 +504,114 @@ TEST(VarlenCheck, NamesTheFirstWrongSequence) {
       EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
     }
   }
+}
+
+
+// --- jit::VarlenAttentionPlan: one tile list per step, run for every layer -----
+
+jit::VarlenAttentionPlan plan_for(const VarlenCase& c, const VarlenRun& r) {
+  return jit::plan_attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, r.batch, options_of(c, r));
+}
+
+jit::VarlenRunOptions run_options(const VarlenCase& c, const VarlenRun& r, jit::Stream stream = nullptr) {
+  return {stream, c.lse ? static_cast<float*>(r.lse.data()) : nullptr, {}};
+}
+
+// Three layers of one step: each its own q, k, v, out and prefix-sum buffers,
+// one prepare from the first layer's. Each layer matches the reference and
+// the one-call path's bits.
+TEST(VarlenPlan, RunsEveryLayerOverOnePreparedList) {
+  CUJIT_REQUIRE_GPU();
+  VarlenCase c;
+  c.heads_q = 8;
+  c.lens_q = {300, 1, 0, 129, 700};
+  c.lens_k = {300, 200, 17, 129, 900};
+  c.tail = 5;
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  std::vector<VarlenRun> layers;
+  for (int i = 0; i < 3; ++i) layers.push_back(make_run(c, rng));
+  const jit::VarlenAttentionPlan plan = plan_for(c, layers[0]);
+  EXPECT_GT(plan.workspace_bytes(), 0u);
+  plan.prepare(layers[0].batch);
+  for (VarlenRun& r : layers) plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run_options(c, r));
+  synchronize();
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    SCOPED_TRACE(fmt::format("layer {}", i));
+    VarlenRun& r = layers[i];
+    expect_matches(c, r, packed_reference(c, r));
+    const std::vector<std::uint16_t> planned = download_storage(r.out);
+    poison(r.out.buffer.data(), r.out.buffer.size());
+    jit::attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, r.batch, options_of(c, r));
+    synchronize();
+    EXPECT_EQ(download_storage(r.out), planned) << "the plan's run and attention_varlen differ";
+  }
+}
+
+// A plan is per composition (sequence count, longest lengths, packed rows);
+// new prefix sums of the same composition take effect at the next prepare,
+// in a direct run and in a graph that captured prepare and run.
+TEST(VarlenPlan, PrepareAgainFollowsNewPrefixSums) {
+  CUJIT_REQUIRE_GPU();
+  VarlenCase c;
+  c.lens_q = c.lens_k = {100, 640, 260};
+  VarlenCase moved = c;
+  moved.lens_q = moved.lens_k = {640, 300, 60};
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  VarlenRun r = make_run(c, rng);
+  const jit::VarlenAttentionPlan plan = plan_for(c, r);
+  plan.prepare(r.batch);
+  plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run_options(c, r));
+  synchronize();
+  expect_matches(c, r, packed_reference(c, r));
+
+  auto write_prefix_sums = [&](const VarlenCase& lens) {
+    const std::vector<std::int32_t> cu = prefix_sums(lens.lens_q);
+    copy_to_device(r.cu_q.data(), cu.data(), cu.size() * sizeof(std::int32_t));
+    copy_to_device(r.cu_k.data(), cu.data(), cu.size() * sizeof(std::int32_t));
+  };
+  write_prefix_sums(moved);
+  poison(r.out.buffer.data(), r.out.buffer.size());
+  poison(r.lse.data(), r.lse.size());
+  plan.prepare(r.batch);
+  plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run_options(moved, r));
+  synchronize();
+  expect_matches(moved, r, packed_reference(moved, r));
+
+  CapturedRun captured;
+  captured.capture([&](jit::Stream stream) {
+    plan.prepare(r.batch, stream);
+    plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run_options(c, r, stream));
+  });
+  write_prefix_sums(c);
+  poison(r.out.buffer.data(), r.out.buffer.size());
+  poison(r.lse.data(), r.lse.size());
+  captured.replay();
+  expect_matches(c, r, packed_reference(c, r));
+}
+
+TEST(VarlenPlan, RefusesAnotherCompositionOrOtherTensors) {
+  CUJIT_REQUIRE_GPU();
+  VarlenCase c;
+  c.lens_q = c.lens_k = {100, 200};
+  TestRng rng;
+  VarlenRun r = make_run(c, rng);
+  const jit::VarlenAttentionPlan plan = plan_for(c, r);
+  jit::VarlenBatch longer = r.batch;
+  longer.max_seqlen_k += 1;
+  EXPECT_THROW(plan.prepare(longer), jit::Error);
+  jit::VarlenBatch fewer = r.batch;
+  fewer.batch = 1;
+  EXPECT_THROW(plan.prepare(fewer), jit::Error);
+  VarlenCase wider = c;
+  wider.heads_q = 8;
+  VarlenRun w = make_run(wider, rng);
+  EXPECT_THROW(plan.run(w.dq.view, w.dk.view, w.dv.view, w.out.view, run_options(wider, w)), jit::Error);
+  const std::vector<float> host_lse(std::size_t(c.heads_q * r.rows_q));
+  jit::VarlenRunOptions on_host = run_options(c, r);
+  on_host.lse = const_cast<float*>(host_lse.data());
+  EXPECT_THROW(plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host), jit::Error);
 }
 
 }  // namespace
