@@ -162,6 +162,7 @@ void attention_varlen(const TensorView& q, const TensorView& k, const TensorView
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
   check_on_device(problem, q, k, v, out, options, device);
+  detail::check_varlen_placement(batch, device);
   detail::AttnTensors t = tensors_of(problem, q, k, v, out, options);
   t.cu_seqlens_q = batch.cu_seqlens_q;
   t.cu_seqlens_k = batch.cu_seqlens_k;

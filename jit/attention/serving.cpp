@@ -153,10 +153,12 @@ KvAttentionPlan plan_kv_attention(const KvAttentionShape& shape, const KvAttenti
 namespace {
 
 // Every pointer a run reads or writes is memory of this GPU: the tensors,
-// the LSE and an FP8 cache's descale factors.
+// the LSE, the block table, the lengths and an FP8 cache's descale factors.
 void check_kv_placement(const TensorView& q, const KvCache& cache, const TensorView& out, const KvRunOptions& run,
                         const detail::DeviceInfo& device) {
   detail::check_placement(q, cache.k, cache.v, out, run.lse, device);
+  if (cache.block_table != nullptr) detail::check_pointer_placement("cache.block_table", cache.block_table, device);
+  if (cache.seq_lens != nullptr) detail::check_pointer_placement("cache.seq_lens", cache.seq_lens, device);
   if (cache.k_descale != nullptr) detail::check_pointer_placement("cache.k_descale", cache.k_descale, device);
   if (cache.v_descale != nullptr) detail::check_pointer_placement("cache.v_descale", cache.v_descale, device);
 }

@@ -43,6 +43,11 @@ void check_pointer_placement(const char* name, const void* data, const DeviceInf
   check_one(name, data, true, device);
 }
 
+void check_varlen_placement(const VarlenBatch& batch, const DeviceInfo& device) {
+  check_one("batch.cu_seqlens_q", batch.cu_seqlens_q, batch.batch > 0, device);
+  check_one("batch.cu_seqlens_k", batch.cu_seqlens_k, batch.batch > 0, device);
+}
+
 void check_placement(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                      const float* lse, const DeviceInfo& device) {
   check_one("q", q.data, q.numel() != 0, device);

@@ -5,6 +5,7 @@
 #pragma once
 #include "jit/device.h"
 #include "jit/tensor.h"
+#include "jit/varlen.h"
 
 namespace jit::detail {
 
@@ -17,5 +18,9 @@ void check_placement(const TensorView& q, const TensorView& k, const TensorView&
 
 // The same for one pointer the kernel reads, named `name` in the error.
 void check_pointer_placement(const char* name, const void* data, const DeviceInfo& device);
+
+// A ragged batch's prefix sums (when it has sequences), which its prepare
+// kernel reads.
+void check_varlen_placement(const VarlenBatch& batch, const DeviceInfo& device);
 
 }  // namespace jit::detail

@@ -96,6 +96,7 @@ VarlenAttentionPlan plan_attention_varlen(const TensorView& q, const TensorView&
     const detail::DeviceInfo& device = detail::current_device();
     impl->context = device.context;
     detail::check_on_device(impl->problem, q, k, v, out, options, device);
+    detail::check_varlen_placement(batch, device);
     detail::AttnTensors t = detail::tensors_of(impl->problem, q, k, v, out, options);
     t.cu_seqlens_q = batch.cu_seqlens_q;
     t.cu_seqlens_k = batch.cu_seqlens_k;
@@ -113,8 +114,7 @@ void VarlenAttentionPlan::prepare(const VarlenBatch& batch, Stream stream) const
   check_same_composition(impl.batch, batch);
   const detail::DeviceInfo& device = detail::current_device();
   check_context(impl, device);
-  detail::check_pointer_placement("batch.cu_seqlens_q", batch.cu_seqlens_q, device);
-  detail::check_pointer_placement("batch.cu_seqlens_k", batch.cu_seqlens_k, device);
+  detail::check_varlen_placement(batch, device);
   const detail::AttnTensors t = prefix_sums_only(batch);
   if (detail::knobs().check) detail::check_varlen_contents(impl.problem, t, stream);
   detail::launch_varlen_prepare(impl.launchable.plan.steps[0], impl.problem, t, impl.workspace.data(), stream);

@@ -700,5 +700,29 @@ TEST_F(KvPlanGpu, CallerSuppliedWorkspaceIsUsed) {
   expect_matches_reference(c, in, o);
 }
 
+// The block table and the lengths are read by the kernel: in host memory
+// they are refused before any launch, by name.
+TEST_F(KvPlanGpu, HostBlockTableOrLengthsAreRefusedByName) {
+  TestRng rng;
+  const KvCase c = paged_case(DType::f16, 8, 2, 128, 1, KvLayout::paged_vllm, 16, {100, 33}, true);
+  KvInputs in = make_kv_inputs(c, rng);
+  KvOutputs o = make_outputs(c);
+  const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape_of(c), options_of(c));
+  const std::vector<std::int32_t> host(std::size_t(in.cache.pages_per_seq) * 2 + 2, 0);
+  for (const char* which : {"cache.block_table", "cache.seq_lens"}) {
+    SCOPED_TRACE(which);
+    jit::KvCache cache = in.cache;
+    (std::string(which) == "cache.block_table" ? cache.block_table : cache.seq_lens) = host.data();
+    try {
+      plan.run(in.dq.view, cache, o.out.view, run_options(o));
+      ADD_FAILURE() << "a host pointer was accepted";
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::string(which) + " at "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not GPU memory"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace cujit_test

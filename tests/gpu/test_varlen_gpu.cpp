@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
@@ -612,6 +613,39 @@ TEST(VarlenPlan, RefusesAnotherCompositionOrOtherTensors) {
   jit::VarlenRunOptions on_host = run_options(c, r);
   on_host.lse = const_cast<float*>(host_lse.data());
   EXPECT_THROW(plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host), jit::Error);
+}
+
+// The prefix sums are read on the device: in host memory they are refused
+// before any launch, by name, by the one call, the plan and its prepare.
+TEST(VarlenPlan, HostPrefixSumsAreRefusedByName) {
+  CUJIT_REQUIRE_GPU();
+  VarlenCase c;
+  c.lens_q = c.lens_k = {100, 200};
+  TestRng rng;
+  VarlenRun r = make_run(c, rng);
+  const jit::VarlenAttentionPlan plan = plan_for(c, r);
+  const std::vector<std::int32_t> host = prefix_sums(c.lens_q);
+  jit::VarlenBatch on_host = r.batch;
+  on_host.cu_seqlens_k = host.data();
+  auto expect_refused = [&](const std::function<void()>& call) {
+    try {
+      call();
+      ADD_FAILURE() << "host prefix sums were accepted";
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("batch.cu_seqlens_k at "), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not GPU memory"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] {
+    jit::attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host, options_of(c, r));
+  });
+  expect_refused([&] {
+    jit::plan_attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host, options_of(c, r));
+  });
+  expect_refused([&] { plan.prepare(on_host); });
+  synchronize();
+  for (std::uint16_t bits : download_storage(r.out)) ASSERT_EQ(bits, kPoison16) << "a refused call wrote the output";
 }
 
 }  // namespace
