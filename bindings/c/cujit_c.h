@@ -110,6 +110,35 @@ CUJIT_C_API cujit_status cujit_attention_varlen(const cujit_tensor* q, const cuj
                                                 const cujit_tensor* out, const cujit_varlen_batch* batch,
                                                 const cujit_options* options);
 
+/* A ragged batch's plan (jit::VarlenAttentionPlan; docs/serving.md, "A plan
+ * per step"): the tile list made once per step by cujit_varlen_plan_prepare,
+ * the attention kernel alone in each cujit_varlen_plan_run (one per layer).
+ * Neither allocates, synchronizes or tunes, so both can be captured in a
+ * CUDA graph. */
+typedef struct cujit_varlen_plan cujit_varlen_plan;
+
+/* Arguments as cujit_attention_varlen's: validates, tunes (on the first call
+ * per shape class, on options->stream, with these inputs; out is not
+ * written), loads the kernels and allocates the tile list's memory.
+ * options->causal, bottom_right and scale hold for the plan. *plan is NULL on
+ * failure. */
+CUJIT_C_API cujit_status cujit_varlen_plan_create(const cujit_tensor* q, const cujit_tensor* k, const cujit_tensor* v,
+                                                  const cujit_tensor* out, const cujit_varlen_batch* batch,
+                                                  const cujit_options* options, cujit_varlen_plan** plan);
+/* Lists the tiles of `batch` (the plan's counts; its pointers may differ) on
+ * `stream`, for the runs after it in stream order. */
+CUJIT_C_API cujit_status cujit_varlen_plan_prepare(const cujit_varlen_plan* plan, const cujit_varlen_batch* batch,
+                                                   void* stream);
+/* One layer over the list of the last prepare before it: q, k, v and out of
+ * the plan's shapes and types (any data and strides). options (NULL: the
+ * defaults) gives the stream, lse and descale factors; its causal,
+ * bottom_right and scale must be the plan's. */
+CUJIT_C_API cujit_status cujit_varlen_plan_run(const cujit_varlen_plan* plan, const cujit_tensor* q,
+                                               const cujit_tensor* k, const cujit_tensor* v, const cujit_tensor* out,
+                                               const cujit_options* options);
+/* Frees the plan and its tile list; NULL is a no-op. */
+CUJIT_C_API void cujit_varlen_plan_destroy(cujit_varlen_plan* plan);
+
 /* Attention over a KV cache (jit/serving.h; docs/serving.md). */
 
 /* The keys and values a batch attends to, read in place. Contiguous

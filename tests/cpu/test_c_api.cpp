@@ -2,7 +2,7 @@
 // checked before any device work, failures come back as statuses with a
 // message naming what to fix, and a success clears the message; the same
 // for the serving functions (cujit_attention_with_kvcache, cujit_kv_plan_*),
-// ragged batches (cujit_attention_varlen) and FP8 inputs' descale factors
+// ragged batches (cujit_attention_varlen, cujit_varlen_plan_*) and FP8 inputs' descale factors
 // (cujit_options.q_descale, ...: each reaches jit::AttentionOptions::descale).
 // Its GPU half (same bits as the C++ interface) is in
 // tests/gpu/test_c_api_gpu.cpp.
@@ -489,6 +489,60 @@ TEST(CApi, VarlenWithoutAGpuIsNoDevice) {
   const VarlenArgs a;
   EXPECT_EQ(a.call(), CUJIT_NO_DEVICE) << cujit_last_error();
   EXPECT_STRNE(cujit_last_error(), "");
+}
+
+// --- cujit_varlen_plan_* ------------------------------------------------------
+
+TEST(CApi, VarlenPlanNullArgumentsAreInvalidArgumentsNamingThem) {
+  const VarlenArgs a;
+  EXPECT_EQ(cujit_varlen_plan_create(&a.q, &a.k, &a.v, &a.out, &a.batch, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  cujit_varlen_plan* plan = reinterpret_cast<cujit_varlen_plan*>(std::uintptr_t{16});  // a stale value, reset
+  EXPECT_EQ(cujit_varlen_plan_create(&a.q, nullptr, &a.v, &a.out, &a.batch, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("k is NULL")) << cujit_last_error();
+  EXPECT_EQ(plan, nullptr);
+  EXPECT_EQ(cujit_varlen_plan_prepare(nullptr, &a.batch, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_run(nullptr, &a.q, &a.k, &a.v, &a.out, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  cujit_varlen_plan_destroy(nullptr);  // a no-op
+}
+
+// A batch with no sequences plans and runs without a device; a run's mask
+// and scale must be the plan's, and its tensors the plan's shapes.
+TEST(CApi, VarlenPlanOfAnEmptyBatchChecksItsRuns) {
+  VarlenArgs a;
+  a.batch = cujit_varlen_batch{};
+  cujit_options causal{};
+  causal.causal = 1;
+  causal.bottom_right = 1;
+  cujit_varlen_plan* plan = nullptr;
+  ASSERT_EQ(cujit_varlen_plan_create(&a.q, &a.k, &a.v, &a.out, &a.batch, &causal, &plan), CUJIT_OK)
+      << cujit_last_error();
+  ASSERT_NE(plan, nullptr);
+  EXPECT_EQ(cujit_varlen_plan_prepare(plan, &a.batch, nullptr), CUJIT_OK) << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, &causal), CUJIT_OK) << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("not the plan's")) << cujit_last_error();
+  cujit_options top_left = causal;
+  top_left.bottom_right = 0;
+  EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, &top_left), CUJIT_INVALID_ARGUMENT);
+  cujit_options scaled = causal;
+  scaled.scale = 0.5f;
+  EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, &scaled), CUJIT_INVALID_ARGUMENT);
+  const cujit_tensor more_keys = VarlenArgs::packed(501, 2, 1);
+  EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &more_keys, &more_keys, &a.out, &causal), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("make a plan for them")) << cujit_last_error();
+  cujit_varlen_plan_destroy(plan);
+}
+
+TEST(CApi, VarlenPlanWithoutAGpuIsNoDevice) {
+  if (jit::gpu_present()) GTEST_SKIP() << "a GPU is present: the fake pointers here must not reach it";
+  const VarlenArgs a;
+  cujit_varlen_plan* plan = nullptr;
+  EXPECT_EQ(cujit_varlen_plan_create(&a.q, &a.k, &a.v, &a.out, &a.batch, nullptr, &plan), CUJIT_NO_DEVICE)
+      << cujit_last_error();
+  EXPECT_EQ(plan, nullptr);
 }
 
 }  // namespace
