@@ -108,15 +108,25 @@ jit::TimingOptions timing(bool quick) {
 
 using Call = std::function<void()>;
 
-// The call on the packed rows as one ragged batch.
+// The packed rows as one ragged batch: its views and options.
+struct RaggedArgs {
+  jit::TensorView q, k, v, out;
+  jit::AttentionOptions options;
+};
+
+RaggedArgs ragged_args(Packed& p, const Heads& h, std::int64_t total, bool causal) {
+  RaggedArgs a{Packed::view(p.q, 1, total, h.q, h.d), Packed::view(p.k, 1, total, h.kv, h.d),
+               Packed::view(p.v, 1, total, h.kv, h.d), Packed::view(p.out, 1, total, h.q, h.d), {}};
+  a.options.causal = causal;
+  a.options.align = jit::CausalAlign::BottomRight;
+  a.options.descale = p.descales();
+  return a;
+}
+
+// The ragged batch in one call.
 Call ragged_call(Packed& p, const Ragged& r, const Heads& h, std::int64_t total, bool causal) {
-  jit::AttentionOptions o;
-  o.causal = causal;
-  o.align = jit::CausalAlign::BottomRight;
-  o.descale = p.descales();
-  const auto q = Packed::view(p.q, 1, total, h.q, h.d), k = Packed::view(p.k, 1, total, h.kv, h.d),
-             v = Packed::view(p.v, 1, total, h.kv, h.d), out = Packed::view(p.out, 1, total, h.q, h.d);
-  return [=, &r] { jit::attention_varlen(q, k, v, out, r.batch, o); };
+  const RaggedArgs a = ragged_args(p, h, total, causal);
+  return [a, &r] { jit::attention_varlen(a.q, a.k, a.v, a.out, r.batch, a.options); };
 }
 
 // The call on the first b * len packed rows as a dense [b, len] batch.
@@ -132,16 +142,12 @@ Call dense_call(Packed& p, const Heads& h, std::int64_t b, std::int64_t len, boo
 // The ragged rows through a plan: the tile list made once, here; each call
 // is a run (one layer of a model step).
 Call planned_call(Packed& p, const Ragged& r, const Heads& h, std::int64_t total, bool causal) {
-  jit::AttentionOptions o;
-  o.causal = causal;
-  o.align = jit::CausalAlign::BottomRight;
-  o.descale = p.descales();
-  const auto q = Packed::view(p.q, 1, total, h.q, h.d), k = Packed::view(p.k, 1, total, h.kv, h.d),
-             v = Packed::view(p.v, 1, total, h.kv, h.d), out = Packed::view(p.out, 1, total, h.q, h.d);
-  auto plan = std::make_shared<jit::VarlenAttentionPlan>(jit::plan_attention_varlen(q, k, v, out, r.batch, o));
+  const RaggedArgs a = ragged_args(p, h, total, causal);
+  auto plan = std::make_shared<jit::VarlenAttentionPlan>(
+      jit::plan_attention_varlen(a.q, a.k, a.v, a.out, r.batch, a.options));
   plan->prepare(r.batch);
-  const jit::VarlenRunOptions run{nullptr, nullptr, o.descale};
-  return [=] { plan->run(q, k, v, out, run); };
+  const jit::VarlenRunOptions run{nullptr, nullptr, a.options.descale};
+  return [a, plan, run] { plan->run(a.q, a.k, a.v, a.out, run); };
 }
 
 // Dense, ragged and planned timed in rounds that rotate which goes first, so

@@ -105,7 +105,7 @@ ShapeTable::Entry first_call(const detail::AttnProblem& problem, const detail::A
 namespace detail {
 
 Launchable launchable_for(const AttnProblem& problem, const AttnTensors& t, Stream stream, const DeviceInfo& device) {
-  const detail::ShapeKey key{device.context, problem};
+  const ShapeKey key{device.context, problem};
   return shape_table().get(
       key, [&] { return first_call(problem, t, stream, device); },
       [&](const Json& winner) {

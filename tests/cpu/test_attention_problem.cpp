@@ -13,6 +13,7 @@
 
 #include "jit/attention/attention_problem.h"
 #include "jit/attention/fp8_checks.h"
+#include "expect_invalid.h"
 #include "jit/error.h"
 #include "kernel_src/attention/attn_params.h"
 
@@ -49,21 +50,7 @@ AttnProblem validate(const Tensors& t, const AttentionOptions& options = {}) {
   return validate_attention(t.q, t.k, t.v, t.out, options);
 }
 
-// Runs fn, expects Error(InvalidArgument) whose message contains every needle.
-void expect_invalid(const std::function<void()>& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected jit::Error(InvalidArgument), nothing was thrown";
-  } catch (const jit::Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    const std::string message = e.what();
-    for (const std::string& needle : needles) {
-      EXPECT_NE(message.find(needle), std::string::npos) << "message '" << message << "' lacks '" << needle << "'";
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected jit::Error, got another exception: " << e.what();
-  }
-}
+using cujit_test::expect_invalid;
 
 void expect_invalid(const Tensors& t, std::initializer_list<std::string> needles, const AttentionOptions& options = {}) {
   expect_invalid([&] { validate(t, options); }, needles);

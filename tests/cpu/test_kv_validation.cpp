@@ -12,6 +12,7 @@
 #include <string>
 
 #include "jit/attention/kv_validation.h"
+#include "expect_invalid.h"
 #include "jit/error.h"
 
 namespace {
@@ -96,21 +97,7 @@ void check(const AttnProblem& p, const RunArgs& a, std::size_t workspace_bytes =
   check_kv_run(p, a.q, a.cache, a.out, a.run, workspace_bytes);
 }
 
-// Runs fn, expects Error(InvalidArgument) whose message contains every needle.
-void expect_invalid(const std::function<void()>& fn, std::initializer_list<std::string> needles) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected jit::Error(InvalidArgument), nothing was thrown";
-  } catch (const jit::Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    const std::string message = e.what();
-    for (const std::string& needle : needles) {
-      EXPECT_NE(message.find(needle), std::string::npos) << "message '" << message << "' lacks '" << needle << "'";
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected jit::Error, got another exception: " << e.what();
-  }
-}
+using cujit_test::expect_invalid;
 
 void expect_invalid_shape(const KvAttentionShape& s, std::initializer_list<std::string> needles,
                           const KvAttentionOptions& options = {}) {

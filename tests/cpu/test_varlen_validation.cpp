@@ -12,6 +12,7 @@
 #include <string>
 
 #include "jit/attention/attention_problem.h"
+#include "expect_invalid.h"
 #include "jit/error.h"
 #include "jit/varlen.h"
 #include "kernel_src/attention/attn_params.h"
@@ -70,20 +71,9 @@ AttentionOptions causal(CausalAlign align) {
   return o;
 }
 
-// Expects Error(InvalidArgument) whose message contains every needle.
+// Expects validation to fail with Error(InvalidArgument) naming every needle.
 void expect_invalid(const Args& a, std::initializer_list<std::string> needles, const AttentionOptions& options = {}) {
-  try {
-    validate(a, options);
-    ADD_FAILURE() << "expected jit::Error(InvalidArgument), nothing was thrown";
-  } catch (const jit::Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    const std::string message = e.what();
-    for (const std::string& needle : needles) {
-      EXPECT_NE(message.find(needle), std::string::npos) << "message '" << message << "' lacks '" << needle << "'";
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected jit::Error, got another exception: " << e.what();
-  }
+  cujit_test::expect_invalid([&] { validate(a, options); }, needles);
 }
 
 }  // namespace
@@ -335,20 +325,6 @@ TEST(VarlenParams, AreOneBatchOfPackedRows) {
 
 namespace {
 
-// Expects Error(InvalidArgument) from `call` whose message contains every needle.
-void expect_invalid_call(const std::function<void()>& call, std::initializer_list<std::string> needles) {
-  try {
-    call();
-    ADD_FAILURE() << "expected jit::Error(InvalidArgument), nothing was thrown";
-  } catch (const jit::Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << e.what();
-    const std::string message = e.what();
-    for (const std::string& needle : needles) {
-      EXPECT_NE(message.find(needle), std::string::npos) << "message '" << message << "' lacks '" << needle << "'";
-    }
-  }
-}
-
 jit::VarlenAttentionPlan plan_for(const Args& a, const AttentionOptions& options = {}) {
   return jit::plan_attention_varlen(a.q, a.k, a.v, a.out, a.batch, options);
 }
@@ -358,18 +334,18 @@ jit::VarlenAttentionPlan plan_for(const Args& a, const AttentionOptions& options
 TEST(VarlenAttentionPlan, RefusesWhatAttentionVarlenRefusesBeforeTouchingAGpu) {
   Args a = packed();
   a.batch.cu_seqlens_k = nullptr;
-  expect_invalid_call([&] { plan_for(a); }, {"batch.cu_seqlens_k", "null"});
+  cujit_test::expect_invalid([&] { plan_for(a); }, {"batch.cu_seqlens_k", "null"});
   Args wide = packed();
   wide.batch.max_seqlen_q = kTotalQ + 1;
-  expect_invalid_call([&] { plan_for(wide); }, {"batch.max_seqlen_q"});
+  cujit_test::expect_invalid([&] { plan_for(wide); }, {"batch.max_seqlen_q"});
 }
 
 TEST(VarlenAttentionPlan, AnEmptyPlanSaysHowToMakeOne) {
   const jit::VarlenAttentionPlan plan;
   const Args a = packed();
-  expect_invalid_call([&] { plan.prepare(a.batch); }, {"empty", "jit::plan_attention_varlen"});
-  expect_invalid_call([&] { plan.run(a.q, a.k, a.v, a.out); }, {"empty", "jit::plan_attention_varlen"});
-  expect_invalid_call([&] { (void)plan.workspace_bytes(); }, {"empty"});
+  cujit_test::expect_invalid([&] { plan.prepare(a.batch); }, {"empty", "jit::plan_attention_varlen"});
+  cujit_test::expect_invalid([&] { plan.run(a.q, a.k, a.v, a.out); }, {"empty", "jit::plan_attention_varlen"});
+  cujit_test::expect_invalid([&] { (void)plan.workspace_bytes(); }, {"empty"});
 }
 
 // A batch with no query rows plans, prepares and runs nothing, on any machine;
@@ -384,9 +360,9 @@ TEST(VarlenAttentionPlan, NoQueryRowsPlansNothingButStillChecksRuns) {
 
   Args more_keys = packed(kTotalQ, kTotalK + 8);
   more_keys.batch.max_seqlen_q = 0;
-  expect_invalid_call([&] { plan.run(more_keys.q, more_keys.k, more_keys.v, more_keys.out); },
+  cujit_test::expect_invalid([&] { plan.run(more_keys.q, more_keys.k, more_keys.v, more_keys.out); },
                       {"run:", "[1, 2, 508, 128]", "make a plan for them"});
   Args bf16 = none;
   bf16.q.dtype = bf16.k.dtype = bf16.v.dtype = bf16.out.dtype = DType::bf16;
-  expect_invalid_call([&] { plan.run(bf16.q, bf16.k, bf16.v, bf16.out); }, {"element types"});
+  cujit_test::expect_invalid([&] { plan.run(bf16.q, bf16.k, bf16.v, bf16.out); }, {"element types"});
 }

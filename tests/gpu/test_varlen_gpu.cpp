@@ -592,7 +592,7 @@ TEST(VarlenPlan, PrepareAgainFollowsNewPrefixSums) {
   expect_matches(c, r, packed_reference(c, r));
 }
 
-TEST(VarlenPlan, RefusesAnotherCompositionOrOtherTensors) {
+TEST(VarlenPlan, RefusesAnotherCompositionOtherTensorsOrHostPrefixSums) {
   CUJIT_REQUIRE_GPU();
   VarlenCase c;
   c.lens_q = c.lens_k = {100, 200};
@@ -610,20 +610,12 @@ TEST(VarlenPlan, RefusesAnotherCompositionOrOtherTensors) {
   VarlenRun w = make_run(wider, rng);
   EXPECT_THROW(plan.run(w.dq.view, w.dk.view, w.dv.view, w.out.view, run_options(wider, w)), jit::Error);
   const std::vector<float> host_lse(std::size_t(c.heads_q * r.rows_q));
-  jit::VarlenRunOptions on_host = run_options(c, r);
-  on_host.lse = const_cast<float*>(host_lse.data());
-  EXPECT_THROW(plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host), jit::Error);
-}
+  jit::VarlenRunOptions lse_on_host = run_options(c, r);
+  lse_on_host.lse = const_cast<float*>(host_lse.data());
+  EXPECT_THROW(plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, lse_on_host), jit::Error);
 
-// The prefix sums are read on the device: in host memory they are refused
-// before any launch, by name, by the one call, the plan and its prepare.
-TEST(VarlenPlan, HostPrefixSumsAreRefusedByName) {
-  CUJIT_REQUIRE_GPU();
-  VarlenCase c;
-  c.lens_q = c.lens_k = {100, 200};
-  TestRng rng;
-  VarlenRun r = make_run(c, rng);
-  const jit::VarlenAttentionPlan plan = plan_for(c, r);
+  // The prefix sums are read on the device: in host memory they are refused
+  // before any launch, by name, by the one call, the plan and its prepare.
   const std::vector<std::int32_t> host = prefix_sums(c.lens_q);
   jit::VarlenBatch on_host = r.batch;
   on_host.cu_seqlens_k = host.data();
