@@ -138,6 +138,18 @@ void check_on_device(const AttnProblem& problem, const TensorView& q, const Tens
   check_fp8_target(problem, device.target);
 }
 
+AttnTensors checked_varlen_tensors(const AttnProblem& problem, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& out, const VarlenBatch& batch,
+                                   const AttentionOptions& options, const DeviceInfo& device) {
+  check_on_device(problem, q, k, v, out, options, device);
+  check_varlen_placement(batch, device);
+  AttnTensors t = tensors_of(problem, q, k, v, out, options);
+  t.cu_seqlens_q = batch.cu_seqlens_q;
+  t.cu_seqlens_k = batch.cu_seqlens_k;
+  if (knobs().check) check_varlen_contents(problem, t, options.stream);
+  return t;
+}
+
 }  // namespace detail
 
 using detail::check_on_device;
@@ -161,12 +173,7 @@ void attention_varlen(const TensorView& q, const TensorView& k, const TensorView
   const detail::AttnProblem problem = detail::validate_attention_varlen(q, k, v, out, batch, options);
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
-  check_on_device(problem, q, k, v, out, options, device);
-  detail::check_varlen_placement(batch, device);
-  detail::AttnTensors t = tensors_of(problem, q, k, v, out, options);
-  t.cu_seqlens_q = batch.cu_seqlens_q;
-  t.cu_seqlens_k = batch.cu_seqlens_k;
-  if (detail::knobs().check) detail::check_varlen_contents(problem, t, options.stream);
+  const detail::AttnTensors t = detail::checked_varlen_tensors(problem, q, k, v, out, batch, options, device);
   const Launchable l = launchable_for(problem, t, options.stream, device);
   void* workspace = detail::stream_workspace(options.stream, l.plan.workspace_bytes);
   l.family->launch(l.plan, problem, t, workspace, options.stream);

@@ -99,6 +99,20 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   return p;
 }
 
+void check_prefix_sum_pointers(const VarlenBatch& batch) {
+  auto check = [&](const char* name, const std::int32_t* cu) {
+    if (batch.batch > 0 && cu == nullptr) {
+      invalid(fmt::format("{} must point to {} int32 prefix sums (batch + 1) on the device; it is null", name,
+                          batch.batch + 1));
+    }
+    if (reinterpret_cast<std::uintptr_t>(cu) % alignof(std::int32_t) != 0) {
+      invalid(fmt::format("{} must be 4-byte aligned (int32)", name));
+    }
+  };
+  check("batch.cu_seqlens_q", batch.cu_seqlens_q);
+  check("batch.cu_seqlens_k", batch.cu_seqlens_k);
+}
+
 AttnProblem validate_attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v,
                                       const TensorView& out, const VarlenBatch& batch,
                                       const AttentionOptions& options) {
@@ -112,17 +126,7 @@ AttnProblem validate_attention_varlen(const TensorView& q, const TensorView& k, 
   if (batch.batch < 0) invalid(fmt::format("batch.batch must not be negative, got {}", batch.batch));
   constexpr std::int64_t kMaxRows = std::numeric_limits<std::int32_t>::max() / 2;
   if (batch.batch > kMaxRows) invalid(fmt::format("batch.batch ({}) must be at most {}", batch.batch, kMaxRows));
-  auto check_prefix_sums = [&](const char* name, const std::int32_t* cu) {
-    if (batch.batch > 0 && cu == nullptr) {
-      invalid(fmt::format("{} must point to {} int32 prefix sums (batch + 1) on the device; it is null", name,
-                          batch.batch + 1));
-    }
-    if (reinterpret_cast<std::uintptr_t>(cu) % alignof(std::int32_t) != 0) {
-      invalid(fmt::format("{} must be 4-byte aligned (int32)", name));
-    }
-  };
-  check_prefix_sums("batch.cu_seqlens_q", batch.cu_seqlens_q);
-  check_prefix_sums("batch.cu_seqlens_k", batch.cu_seqlens_k);
+  check_prefix_sum_pointers(batch);
   auto check_max = [&](const char* name, std::int64_t max, const char* tensor, std::int64_t rows) {
     if (max < 0 || max > rows) {
       invalid(fmt::format("{} ({}) must be from 0 to {}'s packed rows ({}): no sequence is longer than the batch",

@@ -91,6 +91,9 @@ const char* kernel_dtype_name(DType dtype);
 // Error(Unsupported) for a valid problem no family handles.
 AttnProblem validate_attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                                const AttentionOptions& options);
+// A ragged batch's prefix sums: present (unless the batch has no sequences)
+// and int32-aligned, else Error(InvalidArgument) naming them.
+void check_prefix_sum_pointers(const VarlenBatch& batch);
 // The same for a ragged batch (jit/varlen.h): q, k, v and out have batch 1,
 // and `batch` is checked too (naming batch.cu_seqlens_q and so on).
 AttnProblem validate_attention_varlen(const TensorView& q, const TensorView& k, const TensorView& v,

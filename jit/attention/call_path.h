@@ -6,6 +6,7 @@
 #include "jit/attention/attention_family.h"
 #include "jit/attention/attention_problem.h"
 #include "jit/device.h"
+#include "jit/varlen.h"
 
 namespace jit::detail {
 
@@ -17,6 +18,13 @@ void check_on_device(const AttnProblem& problem, const TensorView& q, const Tens
 // The call's tensors, FP8 descale factors included.
 AttnTensors tensors_of(const AttnProblem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const AttentionOptions& options);
+
+// A ragged batch's call: check_on_device and the prefix sums' placement,
+// the tensors with the prefix sums, and (CUJIT_CHECK) their contents checked
+// on `options.stream`.
+AttnTensors checked_varlen_tensors(const AttnProblem& problem, const TensorView& q, const TensorView& k,
+                                   const TensorView& v, const TensorView& out, const VarlenBatch& batch,
+                                   const AttentionOptions& options, const DeviceInfo& device);
 
 // A problem's family and loaded plan (steps 3-5): from the table of exact
 // problems seen on this context, else chosen (tuning on the first call of a

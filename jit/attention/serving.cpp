@@ -171,11 +171,7 @@ const KvAttentionPlan::Impl& impl_of(const std::unique_ptr<KvAttentionPlan::Impl
 void check_run_device(const KvAttentionPlan::Impl& impl, const TensorView& q, const KvCache& cache,
                       const TensorView& out, const KvRunOptions& run) {
   const detail::DeviceInfo& device = detail::current_device();
-  if (device.context != impl.context) {
-    throw Error(ErrorCode::InvalidArgument,
-                "the plan was made in another CUDA context (or for another GPU) than the current one: make a plan "
-                "per context");
-  }
+  detail::check_plan_context(impl.context, device);
   check_kv_placement(q, cache, out, run, device);
 }
 

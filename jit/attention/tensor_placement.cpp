@@ -43,6 +43,14 @@ void check_pointer_placement(const char* name, const void* data, const DeviceInf
   check_one(name, data, true, device);
 }
 
+void check_plan_context(CUcontext plan_context, const DeviceInfo& device) {
+  if (device.context != plan_context) {
+    throw Error(ErrorCode::InvalidArgument,
+                "the plan was made in another CUDA context (or for another GPU) than the current one: make a plan "
+                "per context");
+  }
+}
+
 void check_varlen_placement(const VarlenBatch& batch, const DeviceInfo& device) {
   check_one("batch.cu_seqlens_q", batch.cu_seqlens_q, batch.batch > 0, device);
   check_one("batch.cu_seqlens_k", batch.cu_seqlens_k, batch.batch > 0, device);

@@ -19,6 +19,10 @@ void check_placement(const TensorView& q, const TensorView& k, const TensorView&
 // The same for one pointer the kernel reads, named `name` in the error.
 void check_pointer_placement(const char* name, const void* data, const DeviceInfo& device);
 
+// A plan made in `plan_context` runs there only: Error(InvalidArgument)
+// when `device` (the current context's) is another.
+void check_plan_context(CUcontext plan_context, const DeviceInfo& device);
+
 // A ragged batch's prefix sums (when it has sequences), which its prepare
 // kernel reads.
 void check_varlen_placement(const VarlenBatch& batch, const DeviceInfo& device);

@@ -39,14 +39,6 @@ const VarlenAttentionPlan::Impl& impl_of(const std::unique_ptr<VarlenAttentionPl
   return *impl;
 }
 
-void check_context(const VarlenAttentionPlan::Impl& impl, const detail::DeviceInfo& device) {
-  if (device.context != impl.context) {
-    throw Error(ErrorCode::InvalidArgument,
-                "the plan was made in another CUDA context (or for another GPU) than the current one: make a plan "
-                "per context");
-  }
-}
-
 // The prepare step reads only the prefix sums: tensors with no data beside them.
 detail::AttnTensors prefix_sums_only(const VarlenBatch& batch) {
   static const TensorView none{};
@@ -65,14 +57,7 @@ void check_same_composition(const VarlenBatch& plan, const VarlenBatch& given) {
                             given.batch, given.max_seqlen_q, given.max_seqlen_k, plan.batch, plan.max_seqlen_q,
                             plan.max_seqlen_k));
   }
-  auto check_pointer = [](const char* name, const std::int32_t* cu) {
-    if (cu == nullptr) throw Error(ErrorCode::InvalidArgument, fmt::format("prepare: {} is null", name));
-    if (reinterpret_cast<std::uintptr_t>(cu) % alignof(std::int32_t) != 0) {
-      throw Error(ErrorCode::InvalidArgument, fmt::format("prepare: {} must be 4-byte aligned (int32)", name));
-    }
-  };
-  check_pointer("batch.cu_seqlens_q", given.cu_seqlens_q);
-  check_pointer("batch.cu_seqlens_k", given.cu_seqlens_k);
+  detail::check_prefix_sum_pointers(given);
 }
 
 }  // namespace
@@ -95,12 +80,8 @@ VarlenAttentionPlan plan_attention_varlen(const TensorView& q, const TensorView&
   if (!impl->problem.empty()) {
     const detail::DeviceInfo& device = detail::current_device();
     impl->context = device.context;
-    detail::check_on_device(impl->problem, q, k, v, out, options, device);
-    detail::check_varlen_placement(batch, device);
-    detail::AttnTensors t = detail::tensors_of(impl->problem, q, k, v, out, options);
-    t.cu_seqlens_q = batch.cu_seqlens_q;
-    t.cu_seqlens_k = batch.cu_seqlens_k;
-    if (detail::knobs().check) detail::check_varlen_contents(impl->problem, t, options.stream);
+    const detail::AttnTensors t =
+        detail::checked_varlen_tensors(impl->problem, q, k, v, out, batch, options, device);
     impl->launchable = detail::launchable_for(impl->problem, t, options.stream, device);
     impl->workspace = DeviceBuffer(impl->launchable.plan.workspace_bytes);
   }
@@ -113,7 +94,7 @@ void VarlenAttentionPlan::prepare(const VarlenBatch& batch, Stream stream) const
   if (impl.problem.empty()) return;
   check_same_composition(impl.batch, batch);
   const detail::DeviceInfo& device = detail::current_device();
-  check_context(impl, device);
+  detail::check_plan_context(impl.context, device);
   detail::check_varlen_placement(batch, device);
   const detail::AttnTensors t = prefix_sums_only(batch);
   if (detail::knobs().check) detail::check_varlen_contents(impl.problem, t, stream);
@@ -134,11 +115,10 @@ void VarlenAttentionPlan::run(const TensorView& q, const TensorView& k, const Te
   }
   if (problem.empty()) return;
   const detail::DeviceInfo& device = detail::current_device();
-  check_context(impl, device);
+  detail::check_plan_context(impl.context, device);
   detail::check_on_device(problem, q, k, v, out, options, device);
+  // The tile list is in the workspace already: the prefix sums are not read.
   detail::AttnTensors t = detail::tensors_of(problem, q, k, v, out, options);
-  t.cu_seqlens_q = impl.batch.cu_seqlens_q;
-  t.cu_seqlens_k = impl.batch.cu_seqlens_k;
   t.varlen_tiles_ready = true;
   impl.launchable.family->launch(impl.launchable.plan, problem, t, impl.workspace.data(), run.stream);
 }
