@@ -72,6 +72,9 @@ def _declare(lib):
         "cujit_attention": dense,
         "cujit_plan": dense + [ctypes.c_char_p, ctypes.c_size_t],
         "cujit_attention_varlen": [P(s.Tensor)] * 4 + [P(s.VarlenBatch), P(s.Options)],
+        "cujit_varlen_plan_create": [P(s.Tensor)] * 4 + [P(s.VarlenBatch), P(s.Options), P(ctypes.c_void_p)],
+        "cujit_varlen_plan_prepare": [ctypes.c_void_p, P(s.VarlenBatch), ctypes.c_void_p],
+        "cujit_varlen_plan_run": [ctypes.c_void_p] + [P(s.Tensor)] * 4 + [P(s.Options)],
         "cujit_attention_with_kvcache": [P(s.Tensor), P(s.KvCache), P(s.Tensor), P(s.KvOptions), P(s.KvRunOptions)],
         "cujit_kv_plan_create": [P(s.KvShape), P(s.KvOptions), ctypes.c_void_p, P(ctypes.c_void_p)],
         "cujit_kv_plan_run": [ctypes.c_void_p, P(s.Tensor), P(s.KvCache), P(s.Tensor), P(s.KvRunOptions)],
@@ -82,8 +85,9 @@ def _declare(lib):
     for name, argtypes in signatures.items():
         getattr(lib, name).argtypes = argtypes
         getattr(lib, name).restype = ctypes.c_int
-    lib.cujit_kv_plan_destroy.argtypes = [ctypes.c_void_p]
-    lib.cujit_kv_plan_destroy.restype = None
+    for name in ("cujit_kv_plan_destroy", "cujit_varlen_plan_destroy"):
+        getattr(lib, name).argtypes = [ctypes.c_void_p]
+        getattr(lib, name).restype = None
 
 
 def check(status):
