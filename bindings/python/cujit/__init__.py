@@ -13,7 +13,7 @@ import importlib.util
 from ._library import CujitError, library_path
 
 __version__ = "0.1.0"  # project(cujit VERSION) in CMakeLists.txt; tests/cpu/test_python_package.py checks it
-__all__ = ["attention", "plan", "attention_varlen", "attention_with_kvcache", "KvPlan", "CujitError",
+__all__ = ["attention", "plan", "attention_varlen", "attention_with_kvcache", "KvPlan", "VarlenPlan", "CujitError",
            "abi_version", "library_path", "__version__"]
 
 if importlib.util.find_spec("torch") is not None:
@@ -21,6 +21,7 @@ if importlib.util.find_spec("torch") is not None:
     # module attributes.
     from .kv_plan import KvPlan
     from .ops import attention, attention_varlen, attention_with_kvcache, plan
+    from .varlen_plan import VarlenPlan
     _HAS_TORCH = True
 else:
     _HAS_TORCH = False

@@ -196,8 +196,8 @@ def prefix_sums(name, t, device, batch=None):
     return t.data_ptr(), t.numel() - 1
 
 
-def varlen_batch(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
-    device = q.device
+def varlen_batch(device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """The prefix sums on `device` (q's, or a ragged plan's) as a cujit_varlen_batch."""
     batch = s.VarlenBatch()
     batch.cu_seqlens_q, batch.batch = prefix_sums("cu_seqlens_q", cu_seqlens_q, device)
     batch.cu_seqlens_k, _ = prefix_sums("cu_seqlens_k", cu_seqlens_k, device, batch.batch)

@@ -13,7 +13,8 @@ captured by torch.cuda.graph once its shape class is tuned (run it once
 before capturing). The functional operators (attention,
 attention_with_kvcache, attention_varlen) return (out, lse), lse empty
 unless asked for; with out= the *_out operators write the given tensors
-(declared as mutated). KvPlan.run is cujit::kv_plan_run.
+(declared as mutated). KvPlan.run is cujit::kv_plan_run; VarlenPlan.prepare
+and run are cujit::varlen_plan_prepare and cujit::varlen_plan_run.
 
 There is no backward yet: a call with an input that requires grad while
 grad mode is on fails at once with CujitError (UNSUPPORTED); call under
@@ -84,18 +85,26 @@ def _dense(fn, q, k, v, out, descales, causal, bottom_right, scale, lse, *extra)
     check(status)
 
 
-def _varlen(q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, descales, causal,
-            bottom_right, scale):
+def _packed_arguments(q, k, v, out, lse, descales, causal, bottom_right, scale, batch):
+    """A ragged call's packed views of q, k, v and out, and its options, with the descale factors of `batch`
+    sequences."""
     device = _views.cuda_q(q)
-    batch = _views.varlen_batch(q, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     views = [_views.packed(n, t, device) for n, t in (("q", q), ("k", k), ("v", v), ("out", out))]
     options = _views.options(q, causal, bottom_right, scale, lse)
     # Factors per sequence: [B, Hkv] of k [total_k, Hkv, D].
-    _views.set_descales(options, q, k, v, *descales, batch=batch.batch, heads_kv=k.shape[1])
+    _views.set_descales(options, q, k, v, *descales, batch=batch, heads_kv=k.shape[1])
+    return views, options
+
+
+def _varlen(fn, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, descales, causal,
+            bottom_right, scale, *extra):
+    device = _views.cuda_q(q)
+    batch = _views.varlen_batch(device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    views, options = _packed_arguments(q, k, v, out, lse, descales, causal, bottom_right, scale, batch.batch)
     lib = library()
     with torch.cuda.device(device):
-        check(lib.cujit_attention_varlen(*[ctypes.byref(x) for x in views], ctypes.byref(batch),
-                                         ctypes.byref(options)))
+        check(getattr(lib, fn)(*[ctypes.byref(x) for x in views], ctypes.byref(batch), ctypes.byref(options),
+                               *extra))
 
 
 def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descale, v_descale, causal, scale,
@@ -119,6 +128,20 @@ def _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table
         check(lib.cujit_kv_plan_run(ctypes.c_void_p(plan), ctypes.byref(q_view), ctypes.byref(cache),
                                     ctypes.byref(out_view), ctypes.byref(run)))
 
+
+def _varlen_plan_prepare(plan, device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    batch = _views.varlen_batch(device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    lib = library()
+    with torch.cuda.device(device):
+        check(lib.cujit_varlen_plan_prepare(ctypes.c_void_p(plan), ctypes.byref(batch), _views.stream(device)))
+
+
+def _varlen_plan_run(plan, q, k, v, out, lse, descales, causal, bottom_right, scale, batch):
+    views, options = _packed_arguments(q, k, v, out, lse, descales, causal, bottom_right, scale, batch)
+    lib = library()
+    with torch.cuda.device(q.device):
+        check(lib.cujit_varlen_plan_run(ctypes.c_void_p(plan), *[ctypes.byref(x) for x in views],
+                                        ctypes.byref(options)))
 
 
 # Eager calls on plain tensors go straight to the implementation: the
@@ -187,8 +210,8 @@ def _varlen_impl(q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqle
                v_descale: Optional[Tensor], causal: bool, bottom_right: bool, scale: Optional[float],
                return_lse: bool) -> Tuple[Tensor, Tensor]:
     out, lse = _like_q(q), _lse(q, _varlen_lse_shape(q), return_lse)
-    _varlen(q, k, v, out, _or_none(lse), cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-            (q_descale, k_descale, v_descale), causal, bottom_right, scale)
+    _varlen("cujit_attention_varlen", q, k, v, out, _or_none(lse), cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+            max_seqlen_k, (q_descale, k_descale, v_descale), causal, bottom_right, scale)
     return out, lse
 
 
@@ -205,7 +228,7 @@ def _varlen_out_impl(q: Tensor, k: Tensor, v: Tensor, output: Tensor, lse: Optio
                    cu_seqlens_k: Tensor, max_seqlen_q: int, max_seqlen_k: int, q_descale: Optional[Tensor],
                    k_descale: Optional[Tensor], v_descale: Optional[Tensor], causal: bool, bottom_right: bool,
                    scale: Optional[float]) -> None:
-    _varlen(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+    _varlen("cujit_attention_varlen", q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
             (q_descale, k_descale, v_descale), causal, bottom_right, scale)
 
 
@@ -266,6 +289,49 @@ _kv_plan_run_op = torch.library.custom_op("cujit::kv_plan_run", _kv_plan_run_imp
 
 @_kv_plan_run_op.register_fake
 def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, workspace):
+    return None
+
+
+# plan: the address of a cujit_varlen_plan (VarlenPlan keeps it alive). Its
+# tile list lives in the plan's own device memory, which torch cannot see, so
+# token, a one-element tensor of the plan's whose data nothing touches, stands
+# for it: prepare declares token mutated and run reads it. Under torch.compile
+# a run then takes the token prepare's functionalized form returns, so it is
+# ordered after that prepare, and the prepare, which mutates an input of the
+# graph, is never dropped as having no output. Inductor orders an in-place
+# mutation after the reads before it, so a later prepare waits for the runs
+# of the list before. run only reads the token, so compiled layers that only
+# run mutate no input of theirs (torch.compile's CUDA graphs skip those that do).
+def _varlen_plan_prepare_impl(plan: int, token: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
+                              max_seqlen_q: int, max_seqlen_k: int) -> None:
+    _varlen_plan_prepare(plan, token.device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+
+
+_varlen_plan_prepare_op = torch.library.custom_op("cujit::varlen_plan_prepare", _varlen_plan_prepare_impl,
+                                                  mutates_args=("token",))
+
+
+@_varlen_plan_prepare_op.register_fake
+def _(plan, token, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    return None
+
+
+# causal, bottom_right and scale: the plan's (the library checks); batch: its
+# sequence count, which per-sequence descale factors are laid out by.
+def _varlen_plan_run_impl(plan: int, token: Tensor, q: Tensor, k: Tensor, v: Tensor, output: Tensor,
+                          lse: Optional[Tensor], q_descale: Optional[Tensor], k_descale: Optional[Tensor],
+                          v_descale: Optional[Tensor], causal: bool, bottom_right: bool, scale: Optional[float],
+                          batch: int) -> None:
+    _varlen_plan_run(plan, q, k, v, output, lse, (q_descale, k_descale, v_descale), causal, bottom_right, scale,
+                     batch)
+
+
+_varlen_plan_run_op = torch.library.custom_op("cujit::varlen_plan_run", _varlen_plan_run_impl,
+                                              mutates_args=("output", "lse"))
+
+
+@_varlen_plan_run_op.register_fake
+def _(plan, token, q, k, v, output, lse, q_descale, k_descale, v_descale, causal, bottom_right, scale, batch):
     return None
 
 
