@@ -2,8 +2,9 @@
 model block (linear -> cujit attention -> linear) compiled with
 torch.compile(fullgraph=True), replayed under torch.cuda.graph, exported
 with torch.export, run under inference mode, each against the same block
-with float64 SDPA (math); the KV-cache, ragged and out= calls compiled;
-torch.library.opcheck on every operator; an FP8 (e4m3) cache with descale
+with float64 SDPA (math); the KV-cache, ragged and out= calls compiled, and
+VarlenPlan's prepare and run compiled in one function; torch.library.opcheck
+on every operator; an FP8 (e4m3) cache with descale
 factors through both KV-cache operators, compiled, and KvPlan, against
 float64 attention over the dequantized cache (sm_89 or newer), and the
 errors for missing or misplaced factors; FP8 (e4m3) q, k and v with descale
@@ -209,6 +210,25 @@ class CompiledCalls(unittest.TestCase):
         torch.cuda.synchronize()
         self.assertLess(rel_error(got, eager), 1e-2)
 
+    def test_varlen_plan_prepare_and_run_compile_and_match_eager(self):
+        """The compiled prepare is kept and runs before the compiled run: each step gives its own batch's result,
+        not that of the list an earlier prepare left."""
+        q, k, v, cu_q, cu_k, max_q, max_k = ragged_case()  # q_lens (5, 70, 33), k_lens (9, 70, 100)
+        moved_q, moved_k = (torch.tensor([0, *itertools.accumulate(n)], dtype=torch.int32, device="cuda")
+                            for n in ((70, 33, 5), (100, 9, 70)))  # the same composition
+        plan = cujit.VarlenPlan(q, k, v, cu_q, cu_k, max_q, max_k, causal=True, bottom_right=True)
+
+        def step(q, cu_q, cu_k):
+            plan.prepare(cu_q, cu_k)
+            return plan.run(q, k, v)
+        compiled = fresh_compile(step)
+        for sums, other in (((cu_q, cu_k), (moved_q, moved_k)), ((moved_q, moved_k), (cu_q, cu_k))):
+            eager = step(q, *sums)
+            plan.prepare(*other)  # the list a compiled step without its prepare would run over
+            got = compiled(q, *sums)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(got, eager))
+
 
 @requires_gpu
 class OpCheck(unittest.TestCase):
@@ -270,6 +290,15 @@ class OpCheck(unittest.TestCase):
         workspace = torch.empty(max(plan.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
         self.opcheck(torch.ops.cujit.kv_plan_run.default, plan._address, q, k, v, torch.empty_like(q), None, lens,
                      table, None, None, workspace)
+
+    def test_varlen_plan_prepare_and_run(self):
+        q, k, v, cu_q, cu_k, max_q, max_k = ragged_case()
+        plan = cujit.VarlenPlan(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)
+        self.opcheck(torch.ops.cujit.varlen_plan_prepare.default, plan._address, plan._token, cu_q, cu_k, max_q,
+                     max_k)
+        lse = torch.empty(q.shape[1], q.shape[0], device="cuda", dtype=torch.float32)
+        self.opcheck(torch.ops.cujit.varlen_plan_run.default, plan._address, plan._token, q, k, v, torch.empty_like(q),
+                     lse, None, None, None, True, False, None, plan.batch)
 
 
 def fp8_cache(shape):

@@ -4,7 +4,10 @@ view, the LSE, an explicit scale, a side stream, and the errors it must
 raise. attention_varlen(): sequence by sequence against the same reference
 over packed ragged batches (empty sequences, sequences without keys, rows
 past the last sequence left untouched), both causal alignments, GQA, the LSE
-[Hq, total_q], and the errors it must raise. attention_with_kvcache() and KvPlan: against a float64 reference over
+[Hq, total_q], and the errors it must raise. VarlenPlan: prepared once and
+run for two layers, bitwise equal to attention_varlen and close to the
+reference, prepare and run replayed in a CUDA graph with new prefix sums,
+and its refusals. attention_with_kvcache() and KvPlan: against a float64 reference over
 contiguous and paged (shuffled) caches with per-sequence lengths, GQA,
 decode (Sq = 1) and Sq = 4, causal and not, the LSE, plan reuse, a CUDA
 graph replay, plain eager mode, and the errors they must raise.
@@ -150,6 +153,14 @@ def prefix_sums(lengths):
     return torch.tensor(sums, dtype=torch.int32, device="cuda")
 
 
+def packed_layer(q_lens, k_lens, hq=8, hkv=2, d=128, dtype=None):
+    """Random float16 (or dtype) q [sum(q_lens), Hq, D], k and v [sum(k_lens), Hkv, D]."""
+    dtype = dtype or torch.float16
+    q = torch.randn(sum(q_lens), hq, d, device="cuda", dtype=dtype)
+    k, v = (torch.randn(sum(k_lens), hkv, d, device="cuda", dtype=dtype) for _ in range(2))
+    return q, k, v
+
+
 @requires_gpu
 class VarlenBinding(unittest.TestCase):
     def setUp(self):
@@ -234,6 +245,70 @@ class VarlenBinding(unittest.TestCase):
             call(q, k, k, cu_q, cu_k, 200, 501)
         self.assertEqual(caught.exception.status, 1)  # CUJIT_INVALID_ARGUMENT
         self.assertIn("batch.max_seqlen_k", str(caught.exception))
+
+    def test_plan_is_prepared_once_and_run_for_each_layer(self):
+        q_lens, k_lens = (100, 0, 300, 1), (200, 50, 129, 64)  # sequence 1 has no query rows
+        cu_q, cu_k = prefix_sums(q_lens), prefix_sums(k_lens)
+        layers = [packed_layer(q_lens, k_lens) for _ in range(2)]  # one batch composition, two layers
+        plan = cujit_torch.VarlenPlan(*layers[0], cu_q, cu_k, max(q_lens), max(k_lens), causal=True,
+                                      bottom_right=True)
+        plan.prepare(cu_q, cu_k)
+        for q, k, v in layers:
+            out, lse = plan.run(q, k, v, return_lse=True)
+            once, once_lse = cujit_torch.attention_varlen(q, k, v, cu_q, cu_k, max(q_lens), max(k_lens), causal=True,
+                                                          bottom_right=True, return_lse=True)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(out, once))  # bitwise: the same kernel over the same tiles
+            self.assertTrue(torch.equal(lse, once_lse))
+            want, _ = varlen_reference(q, k, v, cu_q, cu_k, True, True, 1 / math.sqrt(q.shape[-1]))
+            self.assertLess(rel_error(out, want), 1e-2)
+
+    def test_plan_prepare_and_run_replay_in_a_cuda_graph(self):
+        lens, moved = (100, 640, 0, 260), (640, 0, 300, 60)  # one composition: 4 sequences, longest 640, 1000 rows
+        q, k, v = packed_layer(lens, lens)
+        cu_q, cu_k = prefix_sums(lens), prefix_sums(lens)
+        plan = cujit_torch.VarlenPlan(q, k, v, cu_q, cu_k, 640, 640, causal=True)
+        static_out = torch.empty_like(q)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up outside the capture, as PyTorch asks
+            plan.prepare(cu_q, cu_k)
+            plan.run(q, k, v, out=static_out)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            plan.prepare(cu_q, cu_k)
+            plan.run(q, k, v, out=static_out)
+        # New prefix sums in the captured tensors: the replay lists and computes that batch.
+        for sums in (moved, lens):
+            cu_q.copy_(prefix_sums(sums))
+            cu_k.copy_(prefix_sums(sums))
+            static_out.zero_()
+            graph.replay()
+            want = cujit_torch.attention_varlen(q, k, v, cu_q, cu_k, 640, 640, causal=True)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(static_out, want), sums)
+
+    def test_plan_refusals_name_the_argument(self):
+        q, k, v = packed_layer((100, 200), (250, 250))
+        cu_q, cu_k = prefix_sums((100, 200)), prefix_sums((250, 250))
+        plan = cujit_torch.VarlenPlan(q, k, v, cu_q, cu_k, 200, 250)
+        with self.assertRaisesRegex(cujit_torch.CujitError, "cu_seqlens_k is on cpu but the plan was made on cuda"):
+            plan.prepare(cu_q, cu_k.cpu())
+        with self.assertRaisesRegex(cujit_torch.CujitError, "q is on cpu but the plan was made on cuda"):
+            plan.run(q.cpu(), k, v)
+        # The library's own check, passed through: the plan is for two sequences.
+        with self.assertRaises(cujit_torch.CujitError) as caught:
+            plan.prepare(prefix_sums((100, 100, 100)), prefix_sums((100, 150, 250)))
+        self.assertEqual(caught.exception.status, 1)  # CUJIT_INVALID_ARGUMENT
+        self.assertIn("the batch has 3 sequences", str(caught.exception))
+        plan.close()
+        for closed in (lambda: plan.prepare(cu_q, cu_k), lambda: plan.run(q, k, v)):
+            with self.assertRaises(cujit_torch.CujitError) as caught:
+                closed()
+            self.assertEqual(caught.exception.status, 1)
+            self.assertIn("this VarlenPlan is closed", str(caught.exception))
+        plan.close()  # again: nothing to free
 
 
 def kv_reference(q, k_cache, v_cache, seqlens, block_table, causal, scale):
