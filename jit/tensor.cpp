@@ -21,6 +21,7 @@ const char* to_string(DType dtype) {
     case DType::f16: return "f16";
     case DType::bf16: return "bf16";
     case DType::e4m3: return "e4m3";
+    case DType::e5m2: return "e5m2";
   }
   return "unknown";
 }
@@ -74,6 +75,22 @@ float e4m3_to_float(std::uint16_t bits) {
   return sign * std::ldexp(1.f + float(mantissa) / 8.f, exponent - 7);
 }
 
+// e5m2: sign, 5 exponent bits (bias 15), 2 mantissa bits, as an f16's upper
+// byte: 0x7c is infinity, 0x7d-0x7f NaN.
+std::uint16_t float_to_e5m2(float value) {
+  const std::uint16_t sign = std::signbit(value) ? 0x80 : 0;
+  const float abs = std::fabs(value);
+  if (std::isnan(value)) return sign | 0x7f;
+  if (abs >= 61440.f) return sign | 0x7c;  // the midpoint of 57344 and 65536 and past it: infinity
+  if (abs < 6.103515625e-05f) {  // below 2^-14: subnormal steps of 2^-16 (4 steps is the smallest normal, 0x04)
+    return sign | std::uint16_t(std::nearbyint(abs * 65536.f));
+  }
+  int exponent = 0;
+  const float fraction = std::frexp(abs, &exponent);  // abs = fraction * 2^exponent, fraction in [0.5, 1)
+  const auto mantissa = std::uint16_t(std::nearbyint((fraction * 2.f - 1.f) * 4.f));  // 4 carries into the exponent
+  return sign | std::uint16_t((std::uint16_t(exponent + 14) << 2) + mantissa);
+}
+
 }  // namespace
 
 TensorView TensorView::bhsd(void* data, DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d) {
@@ -120,6 +137,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 std::uint16_t float_to_bits(float value, DType dtype) {
   if (dtype == DType::e4m3) return float_to_e4m3(value);
+  if (dtype == DType::e5m2) return float_to_e5m2(value);
   const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
   if (dtype == DType::bf16) {
     if (std::isnan(value)) return std::uint16_t((bits >> 16) | 0x40);
@@ -139,6 +157,7 @@ std::uint16_t float_to_bits(float value, DType dtype) {
 
 float bits_to_float(std::uint16_t bits, DType dtype) {
   if (dtype == DType::e4m3) return e4m3_to_float(bits);
+  if (dtype == DType::e5m2) return bits_to_float(std::uint16_t((bits & 0xff) << 8), DType::f16);
   if (dtype == DType::bf16) return std::bit_cast<float>(std::uint32_t(bits) << 16);
   const std::uint32_t sign = std::uint32_t(bits & 0x8000) << 16;
   const std::uint32_t exponent = (bits >> 10) & 0x1f;
@@ -160,7 +179,7 @@ DeviceTensor random_tensor(DType dtype, std::int64_t b, std::int64_t h, std::int
   for (auto& x : host) x = float_to_bits(uniform(rng), dtype);
   DeviceTensor t;
   t.buffer = DeviceBuffer(n * element_size(dtype));
-  if (dtype == DType::e4m3) {
+  if (is_fp8(dtype)) {
     const std::vector<std::uint8_t> bytes(host.begin(), host.end());
     t.buffer.upload(bytes.data(), n);
   } else {

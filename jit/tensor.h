@@ -10,11 +10,14 @@ namespace jit {
 
 /// Element types the kernels read and write. e4m3 is FP8 with 4 exponent bits
 /// and 3 mantissa bits (finite up to 448, no infinity: torch.float8_e4m3fn),
-/// taken for KV caches (jit/serving.h).
-enum class DType { f16, bf16, e4m3 };
+/// taken for FP8 attention (q, k and v) and KV caches (jit/serving.h). e5m2
+/// is FP8 with 5 exponent bits and 2 mantissa bits (the upper byte of an f16,
+/// finite up to 57344, with infinity: torch.float8_e5m2), taken for KV caches.
+enum class DType { f16, bf16, e4m3, e5m2 };
 
 const char* to_string(DType dtype);
-inline std::size_t element_size(DType dtype) { return dtype == DType::e4m3 ? 1 : 2; }
+inline bool is_fp8(DType dtype) { return dtype == DType::e4m3 || dtype == DType::e5m2; }
+inline std::size_t element_size(DType dtype) { return is_fp8(dtype) ? 1 : 2; }
 
 /// Device memory viewed as a 4-D tensor. Attention reads q as
 /// [B, H, S, D]: shape and strides (in elements) are given in that logical
@@ -69,13 +72,13 @@ struct DeviceTensor {
 
 /// A contiguous [B, H, S, D] tensor of uniform random values in [-1, 1), made
 /// on the host from `seed` and uploaded: inputs for warm-up, tuning, benchmarks
-/// (for e4m3, values in [-1, 1) rounded to e4m3).
+/// (for FP8, values in [-1, 1) rounded to the format).
 DeviceTensor random_tensor(DType dtype, std::int64_t b, std::int64_t h, std::int64_t s, std::int64_t d,
                            std::uint64_t seed);
 
 /// Round-to-nearest-even conversions between float and an element's bits (in
-/// the low byte for e4m3, where values past 448 saturate to +-448 and NaN stays
-/// NaN).
+/// the low byte for FP8: e4m3 values past 448 saturate to +-448, e5m2 ones
+/// past 57344 round to infinity as f16's do; NaN stays NaN).
 std::uint16_t float_to_bits(float value, DType dtype);
 float bits_to_float(std::uint16_t bits, DType dtype);
 

@@ -31,8 +31,10 @@ struct AttentionShape {
   std::int64_t new_rows = 1;
   std::int64_t heads_kv = 0;   ///< 0 means `heads`
   std::int64_t page_size = 0;  ///< 0: a contiguous cache; else 1 to 256 keys per page
-  /// The cache in DType::e4m3 (with descale factors), q and out in `dtype`.
+  /// The cache in FP8 (with descale factors), q and out in `dtype`.
   bool fp8_kv = false;
+  /// fp8_kv's format: DType::e4m3 or DType::e5m2.
+  DType fp8_format = DType::e4m3;
   /// Not a KV-cache shape: q, k and v in DType::e4m3 (FP8 attention), out
   /// in `dtype`; with `varlen`, a ragged FP8 batch.
   bool fp8_qkv = false;

@@ -16,8 +16,9 @@ jit::DType dtype_of(std::int32_t dtype, const std::string& name) {
   if (dtype == CUJIT_F16) return jit::DType::f16;
   if (dtype == CUJIT_BF16) return jit::DType::bf16;
   if (dtype == CUJIT_E4M3) return jit::DType::e4m3;
+  if (dtype == CUJIT_E5M2) return jit::DType::e5m2;
   throw jit::Error(jit::ErrorCode::InvalidArgument,
-                   name + " is " + std::to_string(dtype) + ", not CUJIT_F16, CUJIT_BF16 or CUJIT_E4M3");
+                   name + " is " + std::to_string(dtype) + ", not CUJIT_F16, CUJIT_BF16, CUJIT_E4M3 or CUJIT_E5M2");
 }
 
 jit::TensorView view_of(const cujit_tensor* t, const std::string& name) {

@@ -37,8 +37,9 @@ typedef enum {
 
 /* CUJIT_E4M3: FP8 (torch.float8_e4m3fn): q, k and v of cujit_attention and
  * cujit_plan (with descale factors, sm_89 or newer, head dim 64 or 128), or
- * a KV cache. */
-typedef enum { CUJIT_F16 = 0, CUJIT_BF16 = 1, CUJIT_E4M3 = 2 } cujit_dtype;
+ * a KV cache. CUJIT_E5M2: FP8 (torch.float8_e5m2), a KV cache only (any
+ * architecture the cache's decode runs on). */
+typedef enum { CUJIT_F16 = 0, CUJIT_BF16 = 1, CUJIT_E4M3 = 2, CUJIT_E5M2 = 3 } cujit_dtype;
 
 /* A [B, H, S, D] view of device memory; strides in elements, any order, with
  * a contiguous last dimension. */
@@ -153,7 +154,7 @@ typedef struct {
   int64_t pages_per_seq;      /* table entries per row that may be read */
   int64_t block_table_stride; /* elements between table rows; 0 means pages_per_seq */
   const int32_t* seq_lens;    /* int32 [B] on the device: keys per sequence, new rows included; NULL: all max_seq_k */
-  /* FP8 caches (k and v CUJIT_E4M3): float32 descale factors on the device,
+  /* FP8 caches (k and v CUJIT_E4M3 or CUJIT_E5M2): float32 descale factors on the device,
    * value = stored x factor, sequence b's and KV head h's at
    * [b * descale_strides[0] + h * descale_strides[1]]; NULL for 16-bit caches. */
   const float* k_descale;
@@ -173,7 +174,7 @@ typedef struct {
   int64_t max_seq_k;            /* the longest sequence's key count */
   int64_t page_size;            /* 0: contiguous cache; else keys per page, 1 to 256 */
   int32_t per_sequence_lengths; /* nonzero: the cache gives seq_lens */
-  int32_t kv_dtype;             /* CUJIT_E4M3: an FP8 cache; 0 or dtype: the cache is in dtype */
+  int32_t kv_dtype;             /* CUJIT_E4M3, CUJIT_E5M2: an FP8 cache; 0 or dtype: the cache is in dtype */
 } cujit_kv_shape;
 
 /* NULL options mean causal, scale 1/sqrt(D), splits chosen by the plan. A

@@ -35,14 +35,17 @@ AttnProblem validate_attention(const TensorView& q, const TensorView& k, const T
   check_view("v", v);
   check_view("out", out);
   const bool fp8 = q.dtype == DType::e4m3;
-  if (fp8 ? k.dtype != q.dtype || v.dtype != q.dtype || out.dtype == DType::e4m3
-          : k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype) {
+  if (fp8 ? k.dtype != q.dtype || v.dtype != q.dtype || is_fp8(out.dtype)
+          : k.dtype != q.dtype || v.dtype != q.dtype || out.dtype != q.dtype || is_fp8(q.dtype)) {
+    const bool fp8_cache = !is_fp8(q.dtype) && is_fp8(k.dtype) && k.dtype == v.dtype;
     invalid(fmt::format("q, k, v and out must share one dtype (f16 or bf16), or q, k and v be e4m3 (FP8) with out "
                         "f16 or bf16; got q {}, k {}, v {}, out {}{}",
                         to_string(q.dtype), to_string(k.dtype), to_string(v.dtype), to_string(out.dtype),
-                        !fp8 && k.dtype == DType::e4m3 && v.dtype == DType::e4m3
-                            ? ". An e4m3 K/V cache with 16-bit q is jit::attention_with_kvcache's (jit/serving.h)"
-                            : ""));
+                        fp8_cache ? fmt::format(". An {} K/V cache with 16-bit q is jit::attention_with_kvcache's "
+                                                "(jit/serving.h)",
+                                                to_string(k.dtype))
+                        : q.dtype == DType::e5m2 ? ". e5m2 is taken for KV caches (jit/serving.h), not for q"
+                                                 : ""));
   }
   if (k.shape != v.shape) {
     invalid(fmt::format("k and v must have the same shape; got k {} and v {}", shape_text(k), shape_text(v)));
@@ -190,6 +193,7 @@ AttnSpec spec_of(const AttnProblem& problem) {
   spec.varlen = problem.varlen;
   spec.fp8_kv = problem.fp8_kv;
   spec.fp8_qkv = problem.fp8_qkv;
+  spec.fp8_format = problem.fp8_format;
   return spec;
 }
 
@@ -199,8 +203,8 @@ void to_json(Json& j, const AttnSpec& spec) {
   j = Json{{"dtype", kernel_dtype_name(spec.dtype)}, {"d", spec.head_dim}, {"causal", spec.causal}};
   if (spec.paged) j["paged"] = true;
   if (spec.block_m != 0) j["bm"] = spec.block_m;
-  if (spec.fp8_kv) j["kv"] = "e4m3";
-  if (spec.fp8_qkv) j["qkv"] = "e4m3";
+  if (spec.fp8_kv) j["kv"] = kernel_dtype_name(spec.fp8_format);
+  if (spec.fp8_qkv) j["qkv"] = kernel_dtype_name(spec.fp8_format);
   if (spec.varlen) j["varlen"] = true;
 }
 
@@ -213,11 +217,15 @@ void from_json(const Json& j, AttnSpec& spec) {
   spec.paged = j.value("paged", false);
   spec.block_m = j.value("bm", 0);
   const std::string kv = j.value("kv", "");
-  if (!kv.empty() && kv != "e4m3") throw Error(ErrorCode::Internal, fmt::format("unknown spec kv dtype '{}'", kv));
-  spec.fp8_kv = kv == "e4m3";
+  if (!kv.empty() && kv != "e4m3" && kv != "e5m2") {
+    throw Error(ErrorCode::Internal, fmt::format("unknown spec kv dtype '{}'", kv));
+  }
+  spec.fp8_kv = !kv.empty();
   const std::string qkv = j.value("qkv", "");
   if (!qkv.empty() && qkv != "e4m3") throw Error(ErrorCode::Internal, fmt::format("unknown spec qkv dtype '{}'", qkv));
-  spec.fp8_qkv = qkv == "e4m3";
+  spec.fp8_qkv = !qkv.empty();
+  if (spec.fp8_kv && spec.fp8_qkv) throw Error(ErrorCode::Internal, "a spec has both \"kv\" and \"qkv\"");
+  spec.fp8_format = kv == "e5m2" ? DType::e5m2 : DType::e4m3;
   spec.varlen = j.value("varlen", false);
 }
 

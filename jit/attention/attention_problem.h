@@ -27,10 +27,12 @@ struct AttnProblem {
   int page_size = 0;
   bool seq_lens = false;
   int num_splits = 0;
-  // An FP8 cache: K and V in e4m3 with descale factors, q and out in dtype.
+  // An FP8 cache: K and V in fp8_format with descale factors, q and out in dtype.
   bool fp8_kv = false;
   // FP8 attention: q, K and V in e4m3 with descale factors, out in dtype.
   bool fp8_qkv = false;
+  // The FP8 data's format: e4m3, or e5m2 (caches only).
+  DType fp8_format = DType::e4m3;
   // Ragged batches (jit/varlen.h): batch sequences packed into total_q query
   // rows and total_k keys; seq_q and seq_k are the longest sequence's, the
   // causal diagonal is each sequence's (bottom right when align_bottom_right,
@@ -39,8 +41,8 @@ struct AttnProblem {
   std::int64_t total_q = 0, total_k = 0;
   bool align_bottom_right = false;
   // The element types of q and of K and V (out's is dtype).
-  DType q_dtype() const { return fp8_qkv ? DType::e4m3 : dtype; }
-  DType kv_dtype() const { return fp8_kv || fp8_qkv ? DType::e4m3 : dtype; }
+  DType q_dtype() const { return fp8_qkv ? fp8_format : dtype; }
+  DType kv_dtype() const { return fp8_kv || fp8_qkv ? fp8_format : dtype; }
   // K and V bytes of one key, over every KV head.
   std::int64_t kv_bytes_per_key() const {
     return 2 * heads_kv * head_dim * std::int64_t(element_size(kv_dtype()));
@@ -51,7 +53,8 @@ struct AttnProblem {
   // added here is part of every key built from a problem.
   auto fields() const {
     return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale, page_size,
-                    seq_lens, num_splits, fp8_kv, fp8_qkv, varlen, total_q, total_k, align_bottom_right);
+                    seq_lens, num_splits, fp8_kv, fp8_qkv, fp8_format, varlen, total_q, total_k,
+                    align_bottom_right);
   }
   bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
 };
@@ -69,13 +72,17 @@ struct AttnSpec {
   // per CTA (0 for the other families, and then absent from the JSON).
   bool paged = false;
   int block_m = 0;
-  // The decode family's FP8 cache ("kv": "e4m3" in the JSON when set).
+  // The decode family's FP8 cache ("kv": "e4m3" or "e5m2" in the JSON when
+  // set: fp8_format).
   bool fp8_kv = false;
   // FP8 attention: q, k and v in e4m3, out in dtype ("qkv": "e4m3").
   bool fp8_qkv = false;
+  DType fp8_format = DType::e4m3;
   // A ragged batch (absent from the JSON when false).
   bool varlen = false;
-  auto fields() const { return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, varlen); }
+  auto fields() const {
+    return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen);
+  }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
@@ -84,7 +91,7 @@ AttnSpec spec_of(const AttnProblem& problem);
 // records hold.
 void to_json(Json& j, const AttnSpec& spec);
 void from_json(const Json& j, AttnSpec& spec);
-// The kernels' name for a dtype: "f16", "bf16" or "e4m3" (cujit::f16, ...).
+// The kernels' name for a dtype: "f16", "bf16", "e4m3" or "e5m2" (cujit::f16, ...).
 const char* kernel_dtype_name(DType dtype);
 
 // Throws Error(InvalidArgument) naming the argument and what to change, or

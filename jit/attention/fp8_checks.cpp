@@ -13,11 +13,11 @@ namespace jit::detail {
 void check_descales(const AttnProblem& p, const DescaleArgs& args) {
   for (const auto& [name, ptr] : args.factors) {
     if (!args.fp8 && ptr != nullptr) {
-      invalid(fmt::format("{} is set but {} is {}: descale factors are for FP8 (e4m3) data", name, args.data_name,
+      invalid(fmt::format("{} is set but {} is {}: descale factors are for FP8 data", name, args.data_name,
                           to_string(p.dtype)));
     }
     if (args.fp8 && ptr == nullptr && !p.empty()) {
-      invalid(fmt::format("{} is null: FP8 (e4m3) data needs its descale factors (float32 [B, Hkv] on the device, "
+      invalid(fmt::format("{} is null: FP8 data needs its descale factors (float32 [B, Hkv] on the device, "
                           "or one for all with {})",
                           name, args.layout_hint));
     }
@@ -27,7 +27,7 @@ void check_descales(const AttnProblem& p, const DescaleArgs& args) {
     }
   }
   if (args.strides && !args.fp8) {
-    invalid(fmt::format("{} is set but {} is not FP8: descale factors are for e4m3 data", args.strides_name,
+    invalid(fmt::format("{} is set but {} is not FP8: descale factors are for FP8 data", args.strides_name,
                         args.data_name));
   }
   const auto [batch_stride, head_stride] = descale_strides_or_default(p, args.strides);
@@ -46,9 +46,12 @@ void check_descales(const AttnProblem& p, const DescaleArgs& args) {
 
 void check_fp8_target(const AttnProblem& problem, const Target& target) {
   if (!problem.fp8_kv && !problem.fp8_qkv) return;
-  const char* what = problem.fp8_kv ? "an FP8 (e4m3) KV cache" : "FP8 (e4m3) attention";
+  const std::string what = problem.fp8_kv ? fmt::format("an FP8 ({}) KV cache", to_string(problem.fp8_format))
+                                          : std::string("FP8 (e4m3) attention");
   const char* instead = problem.fp8_kv ? "use an f16 or bf16 cache" : "use f16 or bf16 q, k and v";
-  if (target.cc < 89) {
+  // An e5m2 cache needs no FP8 hardware: its bytes are the upper halves of f16 values.
+  const bool needs_fp8_hardware = problem.fp8_qkv || problem.fp8_format == DType::e4m3;
+  if (target.cc < 89 && needs_fp8_hardware) {
     throw Error(ErrorCode::Unsupported,
                 fmt::format("{} needs sm_89 or newer (FP8 conversions and tensor cores), not {}: {}", what,
                             target.arch, instead));

@@ -1,5 +1,5 @@
-// The checks every FP8 path shares (an e4m3 KV cache, FP8 attention): the
-// descale factors (present exactly when the data is e4m3, float32-aligned,
+// The checks every FP8 path shares (an e4m3 or e5m2 KV cache, FP8 attention):
+// the descale factors (present exactly when the data is FP8, float32-aligned,
 // strides over (batch, KV head) within a 64-bit offset), and the targets and
 // head dims FP8 kernels exist for.
 #pragma once
@@ -19,13 +19,13 @@ struct DescaleArgs {
   std::initializer_list<std::pair<const char*, const float*>> factors;
   const std::optional<std::array<std::int64_t, 2>>& strides;
   const char* strides_name;  // "cache.descale_strides"
-  bool fp8;                  // the data they scale is e4m3
+  bool fp8;                  // the data they scale is FP8
   const char* data_name;     // what they scale, for messages: "the cache"
   const char* layout_hint;   // how to give one factor for all, for the "is null" message
 };
 
 // Throws Error(InvalidArgument) naming the argument: a factor set for 16-bit
-// data, one missing for e4m3 data (unless the problem is empty), one not
+// data, one missing for FP8 data (unless the problem is empty), one not
 // 4-byte aligned, strides set for 16-bit data, negative, or reaching past a
 // 64-bit offset over p.batch x p.heads_kv.
 void check_descales(const AttnProblem& p, const DescaleArgs& args);
@@ -37,8 +37,8 @@ inline std::array<std::int64_t, 2> descale_strides_or_default(
 }
 
 // An FP8 problem (fp8_kv or fp8_qkv) where no kernel serves it: before sm_89
-// (no e4m3 conversions or FP8 mma) or at a head dim other than 64 and 128
-// (and, for FP8 attention on sm_90a, 256).
+// (no e4m3 conversions or FP8 mma; an e5m2 cache needs neither) or at a head
+// dim other than 64 and 128 (and, for FP8 attention on sm_90a, 256).
 // Error(Unsupported) saying what to use.
 void check_fp8_target(const AttnProblem& problem, const Target& target);
 

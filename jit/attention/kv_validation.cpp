@@ -158,15 +158,18 @@ AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOption
   p.seq_k = shape.max_seq_k;
   p.head_dim = shape.head_dim;
   p.dtype = shape.dtype;
-  if (shape.dtype == DType::e4m3) {
-    invalid("shape.dtype (q's and out's) is e4m3: q and out are f16 or bf16; an FP8 cache is shape.kv_dtype = e4m3");
+  if (is_fp8(shape.dtype)) {
+    invalid(fmt::format("shape.dtype (q's and out's) is {}: q and out are f16 or bf16; an FP8 cache is "
+                        "shape.kv_dtype = e4m3 or e5m2",
+                        to_string(shape.dtype)));
   }
   const DType kv_dtype = shape.kv_dtype.value_or(shape.dtype);
-  if (kv_dtype != shape.dtype && kv_dtype != DType::e4m3) {
-    invalid(fmt::format("shape.kv_dtype is {} and shape.dtype {}: the cache is in q's dtype, or e4m3 (FP8)",
+  if (kv_dtype != shape.dtype && !is_fp8(kv_dtype)) {
+    invalid(fmt::format("shape.kv_dtype is {} and shape.dtype {}: the cache is in q's dtype, or FP8 (e4m3 or e5m2)",
                         to_string(kv_dtype), to_string(shape.dtype)));
   }
-  p.fp8_kv = kv_dtype == DType::e4m3;
+  p.fp8_kv = is_fp8(kv_dtype);
+  if (p.fp8_kv) p.fp8_format = kv_dtype;
   p.causal = options.causal;
   // Bottom-right: the last query row sees every key of the longest sequence.
   p.causal_offset = options.causal ? int(shape.max_seq_k - shape.seq_q) : 0;
@@ -196,7 +199,10 @@ void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache
     if (view->dtype != kv_dtype) {
       invalid(fmt::format("{} has dtype {}, the plan was made for a {} cache (shape.kv_dtype){}", name,
                           to_string(view->dtype), to_string(kv_dtype),
-                          problem.fp8_kv ? "" : ": an FP8 cache takes a plan made with shape.kv_dtype = e4m3"));
+                          problem.fp8_kv || !is_fp8(view->dtype)
+                              ? ""
+                              : fmt::format(": an FP8 cache takes a plan made with shape.kv_dtype = {}",
+                                            to_string(view->dtype))));
     }
   }
   check_descales(problem, {{{"cache.k_descale", cache.k_descale}, {"cache.v_descale", cache.v_descale}},

@@ -193,10 +193,11 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       s.page_size = size_field("page_size", 0, 0);
       if (const auto it = entry.find("kv_dtype"); it != entry.end()) {
         const std::string text = it->is_string() ? it->get<std::string>() : "";
-        s.fp8_kv = text == "fp8" || text == "e4m3";
+        s.fp8_kv = text == "fp8" || text == "e4m3" || text == "e5m2";
+        if (text == "e5m2") s.fp8_format = DType::e5m2;
         if (!s.fp8_kv && dtype_named(text) != s.dtype) {
-          invalid(fmt::format("{}: \"kv_dtype\" {} is not \"fp8\" (or \"e4m3\") nor the entry's dtype {}: the "
-                              "cache is in q's dtype or FP8",
+          invalid(fmt::format("{}: \"kv_dtype\" {} is not \"fp8\" (or \"e4m3\"), \"e5m2\" nor the entry's dtype "
+                              "{}: the cache is in q's dtype or FP8",
                               where, it->dump(), to_string(s.dtype)));
         }
       }

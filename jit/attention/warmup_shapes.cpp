@@ -19,7 +19,7 @@ KvAttentionShape kv_plan_shape_of(const AttentionShape& s) {
   kv.max_seq_k = s.seq;
   kv.page_size = s.page_size;
   kv.per_sequence_lengths = true;
-  if (s.fp8_kv) kv.kv_dtype = DType::e4m3;
+  if (s.fp8_kv) kv.kv_dtype = s.fp8_format;
   return kv;
 }
 

@@ -84,18 +84,26 @@ __device__ __forceinline__ u32 cvt_rn_x2(float lo, float hi) {
   return r;
 }
 
-// Four e4m3 (bytes 0..3 of x) -> two registers of two T, exactly: lo holds
-// bytes 0 and 1, hi bytes 2 and 3 (the lower byte in the lower half). e4m3
-// converts to f16 in one instruction (sm_89 and newer); bf16 goes through
-// fp32, as no instruction converts f16x2 to bf16x2.
-template <class T>
-__device__ __forceinline__ void cvt_e4m3x4(u32 x, u32& lo, u32& hi) {
+// Four FP8 values of format TKV (bytes 0..3 of x) -> two registers of two T,
+// exactly: lo holds bytes 0 and 1, hi bytes 2 and 3 (the lower byte in the
+// lower half). e4m3 converts to f16 in one instruction (sm_89 and newer);
+// e5m2 is the upper byte of an f16, so a byte permute places it (any
+// architecture). bf16 goes through fp32, as no instruction converts f16x2
+// to bf16x2.
+template <class TKV, class T>
+__device__ __forceinline__ void cvt_fp8x4(u32 x, u32& lo, u32& hi) {
+  static_assert(is_fp8<TKV>::value, "TKV is e4m3 or e5m2");
+  if constexpr (same_type<TKV, e5m2>::value) {
+    asm("prmt.b32 %0, %1, 0, 0x1404;\n" : "=r"(lo) : "r"(x));  // bytes {0, x0, 0, x1}
+    asm("prmt.b32 %0, %1, 0, 0x3424;\n" : "=r"(hi) : "r"(x));  // bytes {0, x2, 0, x3}
+  } else {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 890
-  static_assert(sizeof(T) == 0, "e4m3 conversions need sm_89 or newer");
+    static_assert(sizeof(T) == 0, "e4m3 conversions need sm_89 or newer");
 #endif
-  asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
-      : "=r"(lo), "=r"(hi)
-      : "r"(x));
+    asm("{\n .reg .b16 l, h;\n mov.b32 {l, h}, %2;\n cvt.rn.f16x2.e4m3x2 %0, l;\n cvt.rn.f16x2.e4m3x2 %1, h;\n}\n"
+        : "=r"(lo), "=r"(hi)
+        : "r"(x));
+  }
   if constexpr (!is_f16<T>::value) {
     auto to_bf16x2 = [](u32 h2) {
       u32 r;

@@ -12,6 +12,7 @@
 #include "jit/attention/families.h"
 #include "jit/attention/shape_key.h"
 #include "jit/attention/sm90/tile_order.h"
+#include "jit/error.h"
 
 namespace {
 
@@ -155,6 +156,30 @@ TEST(AttnSpec, AnFp8CacheIsKeyedApart) {
   jit::Json d256 = fp8;
   d256["d"] = 256;
   EXPECT_TRUE(decode.why_pruned(d256, config, jit::offline_target("sm_90a")).has_value());
+}
+
+TEST(AttnSpec, AnE5m2CacheIsKeyedApartFromE4m3) {
+  jit::detail::AttnSpec spec{jit::DType::bf16, 128, true};
+  spec.paged = true;
+  spec.block_m = 16;
+  spec.fp8_kv = true;
+  spec.fp8_format = jit::DType::e5m2;
+  const jit::Json json = spec;
+  EXPECT_EQ(json.at("kv"), "e5m2");
+  EXPECT_EQ(json.get<jit::detail::AttnSpec>(), spec);
+  jit::detail::AttnSpec e4m3 = spec;
+  e4m3.fp8_format = jit::DType::e4m3;
+  EXPECT_NE(jit::Json(e4m3), json);
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Json config = decode.default_config(json, jit::offline_target("sm_90a"));
+  EXPECT_EQ(decode.variant_name(json, config), "attn_decode_d128_bf16_kve5m2_causal_paged_bm16_bn128_st3_w4");
+  EXPECT_EQ(decode.name_expression(json, config),
+            "cujit::decode::attn_decode<128, 16, 128, 3, 4, cujit::bf16, cujit::e5m2, true, true>");
+  // A byte permute, not an FP8 instruction: sm_80 has the kernel.
+  EXPECT_FALSE(decode.why_pruned(json, config, jit::offline_target("sm_80")).has_value());
+  jit::Json unknown = json;
+  unknown["kv"] = "e3m4";
+  EXPECT_THROW(unknown.get<jit::detail::AttnSpec>(), jit::Error);
 }
 
 TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {

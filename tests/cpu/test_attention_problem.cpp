@@ -141,6 +141,16 @@ TEST(ValidateAttention, RejectsMixedFp8And16BitTensors) {
   Tensors cache_like = valid_fp8();
   cache_like.q = TensorView::bhsd(fake(kQ), DType::f16, 2, 4, 128, 64);
   expect_invalid(cache_like, {"attention_with_kvcache"}, fp8_options());
+  // e5m2 is a cache format: as K/V under 16-bit q it points there too; as q it is refused by name.
+  Tensors e5m2_cache = cache_like;
+  e5m2_cache.k.dtype = e5m2_cache.v.dtype = DType::e5m2;
+  expect_invalid(e5m2_cache, {"k e5m2", "An e5m2 K/V cache", "attention_with_kvcache"}, fp8_options());
+  Tensors e5m2_inputs = valid_fp8();
+  e5m2_inputs.q.dtype = e5m2_inputs.k.dtype = e5m2_inputs.v.dtype = DType::e5m2;
+  expect_invalid(e5m2_inputs, {"q e5m2", "e5m2 is taken for KV caches"}, fp8_options());
+  Tensors out_e5m2 = valid_fp8();
+  out_e5m2.out.dtype = DType::e5m2;
+  expect_invalid(out_e5m2, {"out e5m2"}, fp8_options());
 }
 
 // 16 bytes of e4m3 are 16 elements: a row stride of 8 would misalign every
@@ -177,6 +187,38 @@ TEST(Fp8Target, SaysWhichGpusAndHeadDimsFp8AttentionNeeds) {
   p.fp8_qkv = false;
   p.fp8_kv = true;
   expect_unsupported(p, "sm_90a", {"FP8 (e4m3) KV cache", "f16 or bf16 cache"});
+  p.head_dim = 128;
+  expect_unsupported(p, "sm_80", {"FP8 (e4m3) KV cache", "sm_89 or newer"});
+  // An e5m2 cache is an f16's upper bytes: no FP8 hardware needed.
+  p.fp8_format = DType::e5m2;
+  EXPECT_NO_THROW(jit::detail::check_fp8_target(p, jit::offline_target("sm_80")));
+  p.head_dim = 256;
+  expect_unsupported(p, "sm_90a", {"FP8 (e5m2) KV cache", "head dim 64 or 128"});
+}
+
+TEST(E5m2Bits, RoundTripEveryCodeAndRoundToNearestEven) {
+  for (std::uint16_t code = 0; code < 256; ++code) {
+    const float value = jit::bits_to_float(code, DType::e5m2);
+    // The upper byte of an f16, exactly.
+    const float as_f16 = jit::bits_to_float(std::uint16_t(code << 8), DType::f16);
+    if ((code & 0x7f) > 0x7c) {
+      EXPECT_TRUE(std::isnan(value)) << code;
+      continue;
+    }
+    EXPECT_EQ(value, as_f16) << code;
+    EXPECT_EQ(jit::float_to_bits(value, DType::e5m2), code) << code << " = " << value;
+  }
+  EXPECT_EQ(jit::bits_to_float(0x7b, DType::e5m2), 57344.f);
+  EXPECT_EQ(jit::bits_to_float(0x01, DType::e5m2), std::ldexp(1.f, -16));
+  EXPECT_EQ(jit::float_to_bits(60000.f, DType::e5m2), 0x7b);  // under the midpoint of 57344 and 65536
+  EXPECT_EQ(jit::float_to_bits(61440.f, DType::e5m2), 0x7c);  // the midpoint: to even, infinity
+  EXPECT_EQ(jit::float_to_bits(-1e6f, DType::e5m2), 0xfc);
+  EXPECT_EQ(jit::float_to_bits(1.125f, DType::e5m2), 0x3c);   // halfway between 1 and 1.25: to even (1)
+  EXPECT_EQ(jit::float_to_bits(1.375f, DType::e5m2), 0x3e);   // halfway between 1.25 and 1.5: to even (1.5)
+  EXPECT_EQ(jit::float_to_bits(std::ldexp(1.f, -17), DType::e5m2), 0x00);  // half the smallest step: to even (0)
+  EXPECT_TRUE(std::isnan(jit::bits_to_float(jit::float_to_bits(std::nanf(""), DType::e5m2), DType::e5m2)));
+  EXPECT_EQ(jit::element_size(DType::e5m2), 1u);
+  EXPECT_STREQ(jit::to_string(DType::e5m2), "e5m2");
 }
 
 TEST(E4m3Bits, RoundTripEveryCodeAndRoundToNearestEven) {

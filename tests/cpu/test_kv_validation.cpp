@@ -626,6 +626,24 @@ TEST(KvFp8Cache, RejectsFp8QueriesAndOtherCacheTypes) {
   expect_invalid_shape(s, {"shape.kv_dtype is bf16", "shape.dtype f16"});
 }
 
+TEST(KvFp8Cache, AnE5m2CacheIsItsOwnFormat) {
+  KvAttentionShape s = fp8_shape();
+  s.kv_dtype = DType::e5m2;
+  const AttnProblem p = kv_problem_of(s, {});
+  EXPECT_TRUE(p.fp8_kv);
+  EXPECT_EQ(p.fp8_format, DType::e5m2);
+  EXPECT_EQ(p.kv_dtype(), DType::e5m2);
+  EXPECT_FALSE(p == kv_problem_of(fp8_shape(), {}));  // an e4m3 plan is another plan
+  RunArgs e5m2 = fp8_args();
+  e5m2.cache.k.dtype = e5m2.cache.v.dtype = DType::e5m2;
+  EXPECT_NO_THROW(check(p, e5m2));
+  expect_invalid_run(p, fp8_args(), {"cache.k has dtype e4m3", "e5m2 cache"});
+  expect_invalid_run(kv_problem_of(fp8_shape(), {}), e5m2, {"cache.k has dtype e5m2", "e4m3 cache"});
+  expect_invalid_run(kv_problem_of(paged_shape(), {}), e5m2, {"cache.k has dtype e5m2", "shape.kv_dtype = e5m2"});
+  s.dtype = DType::e5m2;
+  expect_invalid_shape(s, {"shape.dtype", "e5m2", "f16 or bf16"});
+}
+
 TEST(KvFp8Cache, RunNeedsTheCacheInThePlansType) {
   RunArgs sixteen_bit = paged_args();
   expect_invalid_run(kv_problem_of(fp8_shape(), {}), sixteen_bit, {"cache.k has dtype f16", "e4m3"});

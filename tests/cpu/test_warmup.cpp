@@ -282,9 +282,10 @@ TEST(ParseAttentionManifest, KvCacheEntryKeys) {
       {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "e4m3", "page_size": 0},
       {"kv_cache": true, "seq": 64, "head_dim": 64, "dtype": "bf16", "kv_dtype": "bf16"},
       {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "fp16"},
-      {"kv_cache": false, "seq": 64, "head_dim": 64}
+      {"kv_cache": false, "seq": 64, "head_dim": 64},
+      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "e5m2"}
   ]})");
-  ASSERT_EQ(shapes.size(), 5u);
+  ASSERT_EQ(shapes.size(), 6u);
   EXPECT_EQ(shapes[0].batch, 8);
   EXPECT_EQ(shapes[0].heads, 32);
   EXPECT_EQ(shapes[0].heads_kv, 8);
@@ -299,6 +300,10 @@ TEST(ParseAttentionManifest, KvCacheEntryKeys) {
   EXPECT_EQ(shapes[2].dtype, DType::bf16);
   EXPECT_FALSE(shapes[3].fp8_kv);
   EXPECT_FALSE(shapes[4].kv_cache);
+  EXPECT_EQ(shapes[0].fp8_format, DType::e4m3);
+  EXPECT_TRUE(shapes[5].fp8_kv);
+  EXPECT_EQ(shapes[5].fp8_format, DType::e5m2);
+  EXPECT_EQ(jit::detail::problem_of(shapes[5]).kv_dtype(), DType::e5m2);
 }
 
 // The README's example manifest, as printed there.

@@ -181,11 +181,45 @@ std::uint16_t float_to_e4m3_bits(float value) {
   return sign | code;
 }
 
+float e5m2_bits_to_float(std::uint16_t bits) {
+  const int exponent = (bits >> 2) & 0x1f, mantissa = bits & 3;
+  if (exponent == 0x1f) {
+    return mantissa != 0 ? std::numeric_limits<float>::quiet_NaN()
+                         : (bits & 0x80 ? -1.f : 1.f) * std::numeric_limits<float>::infinity();
+  }
+  const double magnitude =
+      exponent == 0 ? std::ldexp(mantissa / 4.0, -14) : std::ldexp(1.0 + mantissa / 4.0, exponent - 15);
+  return float(bits & 0x80 ? -magnitude : magnitude);
+}
+
+std::uint16_t float_to_e5m2_bits(float value) {
+  const std::uint16_t sign = std::signbit(value) ? 0x80 : 0;
+  if (std::isnan(value)) return sign | 0x7f;
+  // Codes 0..0x7c (infinity last) in increasing order: the nearest by binary
+  // search, ties to the even code; past the midpoint of 57344 and 65536, infinity.
+  static const std::vector<float> magnitudes = [] {
+    std::vector<float> all(0x7c);
+    for (std::uint16_t code = 0; code < 0x7c; ++code) all[code] = e5m2_bits_to_float(code);
+    all.push_back(65536.f);  // where infinity's code stands for rounding
+    return all;
+  }();
+  const float x = std::fabs(value);
+  const auto above = std::lower_bound(magnitudes.begin(), magnitudes.end(), x);
+  if (above == magnitudes.end()) return sign | 0x7c;
+  auto code = std::uint16_t(above - magnitudes.begin());
+  if (code > 0) {
+    const float up = *above - x, down = x - magnitudes[code - 1];
+    if (down < up || (down == up && code % 2 == 1)) --code;
+  }
+  return sign | code;
+}
+
 std::uint16_t encode(jit::DType dtype, float value) {
   switch (dtype) {
     case jit::DType::f16: return float_to_half_bits(value);
     case jit::DType::bf16: return float_to_bf16_bits(value);
     case jit::DType::e4m3: return float_to_e4m3_bits(value);
+    case jit::DType::e5m2: return float_to_e5m2_bits(value);
   }
   throw std::logic_error("encode: unknown dtype");
 }
@@ -195,14 +229,15 @@ float decode(jit::DType dtype, std::uint16_t bits) {
     case jit::DType::f16: return half_bits_to_float(bits);
     case jit::DType::bf16: return bf16_bits_to_float(bits);
     case jit::DType::e4m3: return e4m3_bits_to_float(bits);
+    case jit::DType::e5m2: return e5m2_bits_to_float(bits);
   }
   throw std::logic_error("decode: unknown dtype");
 }
 
 jit::DeviceBuffer upload_values(const std::vector<float>& values, jit::DType dtype) {
-  if (dtype == jit::DType::e4m3) {
+  if (jit::is_fp8(dtype)) {
     std::vector<std::uint8_t> bytes(values.size());
-    std::transform(values.begin(), values.end(), bytes.begin(), [](float x) { return std::uint8_t(float_to_e4m3_bits(x)); });
+    std::transform(values.begin(), values.end(), bytes.begin(), [&](float x) { return std::uint8_t(encode(dtype, x)); });
     return upload_bytes(bytes.data(), bytes.size());
   }
   std::vector<std::uint16_t> bits(values.size());

@@ -70,8 +70,12 @@ float bf16_bits_to_float(std::uint16_t bits);
 /// code; past 448 saturates (as a quantizer does); NaN is 0x7f.
 std::uint16_t float_to_e4m3_bits(float value);
 float e4m3_bits_to_float(std::uint16_t bits);
+/// e5m2 (FP8, an f16's upper byte): the same rounding, past 57344 to
+/// infinity as f16.
+std::uint16_t float_to_e5m2_bits(float value);
+float e5m2_bits_to_float(std::uint16_t bits);
 
-/// The bits of one element (e4m3: in the low byte).
+/// The bits of one element (FP8: in the low byte).
 std::uint16_t encode(jit::DType dtype, float value);
 float decode(jit::DType dtype, std::uint16_t bits);
 /// Device storage of `values` as `dtype` (1 or 2 bytes per element).

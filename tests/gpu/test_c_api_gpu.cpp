@@ -29,7 +29,10 @@ namespace {
 cujit_tensor c_tensor(const jit::TensorView& v) {
   cujit_tensor t{};
   t.data = v.data;
-  t.dtype = v.dtype == jit::DType::e4m3 ? CUJIT_E4M3 : v.dtype == jit::DType::f16 ? CUJIT_F16 : CUJIT_BF16;
+  t.dtype = v.dtype == jit::DType::e4m3   ? CUJIT_E4M3
+            : v.dtype == jit::DType::e5m2 ? CUJIT_E5M2
+            : v.dtype == jit::DType::f16  ? CUJIT_F16
+                                          : CUJIT_BF16;
   for (int i = 0; i < 4; ++i) {
     t.shape[i] = v.shape[i];
     t.strides[i] = v.strides[i];

@@ -47,11 +47,11 @@ struct KvCase {
   int num_splits = 0;
   Layout q_layout = Layout::bhsd, out_layout = Layout::bhsd;
   bool lse = true;
-  bool fp8 = false;  ///< the cache in e4m3, with random descale factors
+  std::optional<DType> fp8;  ///< the cache's FP8 format (e4m3, e5m2), with random descale factors
   std::optional<std::array<std::int64_t, 2>> descale_strides;  ///< as jit::KvCache takes them
 };
 
-DType kv_dtype_of(const KvCase& c) { return c.fp8 ? DType::e4m3 : c.dtype; }
+DType kv_dtype_of(const KvCase& c) { return c.fp8.value_or(c.dtype); }
 
 std::int64_t batch_of(const KvCase& c) { return std::int64_t(c.cache.lengths.size()); }
 
@@ -76,7 +76,7 @@ std::string case_name(const KvCase& c) {
     name += fmt::format("_q{}_o{}", to_string(c.q_layout), to_string(c.out_layout));
   }
   if (!c.lse) name += "_nolse";
-  if (c.fp8) name += "_kve4m3";
+  if (c.fp8) name += fmt::format("_kv{}", jit::to_string(*c.fp8));
   if (c.descale_strides) name += fmt::format("_descale{}x{}", (*c.descale_strides)[0], (*c.descale_strides)[1]);
   return name;
 }
@@ -92,7 +92,7 @@ jit::KvAttentionShape shape_of(const KvCase& c) {
   s.heads_kv = c.cache.heads_kv;
   s.head_dim = c.cache.head_dim;
   s.dtype = c.dtype;
-  if (c.fp8) s.kv_dtype = DType::e4m3;
+  if (c.fp8) s.kv_dtype = *c.fp8;
   s.seq_q = c.seq_q;
   s.max_seq_k = max_seq_k_of(c);
   s.page_size = is_paged(c.cache.layout) ? c.cache.page_size : 0;
@@ -441,8 +441,8 @@ INSTANTIATE_TEST_SUITE_P(HeadDim256, KvAttentionHeadDim256Gpu, ::testing::Values
 // N(0, 1) and the descale factors random per (sequence, KV head), one per KV
 // head, or one for the cache; the reference attends to their products, so
 // the tolerance is the 16-bit cache's.
-KvCase fp8_case(KvCase c) {
-  c.fp8 = true;
+KvCase fp8_case(KvCase c, DType format = DType::e4m3) {
+  c.fp8 = format;
   return c;
 }
 
@@ -485,6 +485,41 @@ std::vector<KvCase> fp8_cases() {
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(Fp8Cache, KvAttentionGpu, ::testing::ValuesIn(fp8_cases()), param_name);
+
+// e5m2 caches (vLLM's fp8_e5m2): the same conversion path with a byte
+// permute instead of e4m3's cvt. Every page size and layout, both output
+// types, D 64 and 128, GQA 1 to 32, speculative rows, a chunked prefill, a
+// long split sequence and a contiguous cache without lengths.
+std::vector<KvCase> e5m2_cases() {
+  std::vector<KvCase> cases;
+  const KvLayout layouts[] = {KvLayout::paged_vllm, KvLayout::paged_head_major, KvLayout::paged_interleaved};
+  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256};
+  for (std::size_t i = 0; i < std::size(page_sizes); ++i) {
+    const std::int64_t ps = page_sizes[i];
+    const std::vector<std::int64_t> lengths = {0, 1, ps - 1, ps + 1, 3 * ps + 2, 700};
+    const DType dtype = i % 2 ? DType::bf16 : DType::f16;
+    cases.push_back(fp8_case(paged_case(dtype, 8, 2, i % 2 ? 64 : 128, 1, layouts[i % 3], ps, lengths, i % 2 == 0),
+                             DType::e5m2));
+  }
+  const std::pair<std::int64_t, std::int64_t> heads[] = {{4, 4}, {32, 1}, {16, 4}};
+  for (std::size_t i = 0; i < std::size(heads); ++i) {
+    const auto [hq, hkv] = heads[i];
+    cases.push_back(fp8_case(paged_case(i % 2 ? DType::bf16 : DType::f16, hq, hkv, 128, i == 2 ? 4 : 1,
+                                        KvLayout::paged_vllm, 16, {300, 77, 1, 16}, true),
+                             DType::e5m2));
+  }
+  cases.push_back(fp8_case(paged_case(DType::bf16, 8, 2, 128, 200, KvLayout::paged_vllm, 64, {3200, 450}, true),
+                           DType::e5m2));
+  cases.push_back(fp8_case(paged_case(DType::f16, 32, 8, 128, 1, KvLayout::paged_vllm, 16, {33000}, true),
+                           DType::e5m2));
+  KvCase no_lengths =
+      fp8_case(paged_case(DType::bf16, 4, 4, 64, 1, KvLayout::contiguous_bhsd, 0, {777, 777}, false), DType::e5m2);
+  no_lengths.seq_lens = false;
+  no_lengths.descale_strides = std::array<std::int64_t, 2>{0, 0};
+  cases.push_back(no_lengths);
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(E5m2Cache, KvAttentionGpu, ::testing::ValuesIn(e5m2_cases()), param_name);
 
 // ---------------------------------------------------------------------------
 // The plan's contract
@@ -601,7 +636,7 @@ TEST_P(KvPlanBitsGpu, SamePlanGivesIdenticalBitsEveryRun) {
   TestRng rng;
   SCOPED_TRACE(rng.describe());
   KvCase c = split_case(16384);
-  c.fp8 = GetParam().fp8;
+  if (GetParam().fp8) c.fp8 = DType::e4m3;
   c.num_splits = GetParam().num_splits;
   const KvInputs in = make_kv_inputs(c, rng);
   KvOutputs o = make_outputs(c);

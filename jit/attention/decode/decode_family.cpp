@@ -111,11 +111,13 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> specs;
-    for (bool fp8_kv : {false, true})
+    const std::optional<DType> caches[] = {std::nullopt, DType::e4m3, DType::e5m2};  // 16-bit, FP8 formats
+    for (const std::optional<DType> fp8 : caches)
       for (bool paged : {false, true})
         for (int block_m : {16, 32, 64}) {
           AttnSpec s = base;
-          s.fp8_kv = fp8_kv;
+          s.fp8_kv = fp8.has_value();
+          s.fp8_format = fp8.value_or(DType::e4m3);
           s.paged = paged;
           s.block_m = block_m;
           specs.push_back(s);
@@ -153,7 +155,9 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
                                               const Target& target) const override {
     // Mirrors the static_asserts at the top of attn_decode.
     if (!cujit::kDecodeHeadDims.contains(s.head_dim)) return fmt::format("head dim {} is not instantiated", s.head_dim);
-    if (s.fp8_kv && target.cc < 89) return fmt::format("an FP8 cache needs sm_89 or newer, not {}", target.arch);
+    if (s.fp8_kv && s.fp8_format == DType::e4m3 && target.cc < 89) {
+      return fmt::format("an e4m3 cache needs sm_89 or newer, not {}", target.arch);
+    }
     const int row_warps = s.block_m / 16;
     if (s.block_m % 16 != 0 || row_warps < 1 || row_warps > 4) return fmt::format("BM {} is not 16..64", s.block_m);
     if (c.warps % row_warps != 0) return fmt::format("{} warps do not tile {} rows of 16", c.warps, row_warps);
@@ -193,21 +197,22 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   std::string typed_variant_name(const AttnSpec& s, const DecodeConfig& c) const override {
     return fmt::format("attn_decode_d{}_{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
-                       s.fp8_kv ? "_kve4m3" : "", s.causal ? "_causal" : "", s.paged ? "_paged" : "", s.block_m, c.bn,
-                       c.stages, c.warps);
+                       s.fp8_kv ? fmt::format("_kv{}", kernel_dtype_name(s.fp8_format)) : "",
+                       s.causal ? "_causal" : "", s.paged ? "_paged" : "", s.block_m, c.bn, c.stages, c.warps);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
     return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}>", s.head_dim,
                        s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
-                       s.fp8_kv ? "e4m3" : kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
+                       kernel_dtype_name(s.fp8_kv ? s.fp8_format : s.dtype), s.causal ? "true" : "false",
                        s.paged ? "true" : "false");
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
     if (!runs_on(target) || p.varlen || p.fp8_qkv || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
     if (p.head_dim > 128 && target.cc < 90) return false;  // why_head_dim_256_is_out
-    if (p.fp8_kv && (target.cc < 89 || p.head_dim > 128)) return false;  // e4m3 conversions, registers
+    // e4m3 conversions (e5m2 is a byte permute), registers.
+    if (p.fp8_kv && ((p.fp8_format == DType::e4m3 && target.cc < 89) || p.head_dim > 128)) return false;
     // Dense problems with few rows per KV head; everything over a cache.
     return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
   }

@@ -14,8 +14,8 @@
 // kMaxDecodeClusterSplits splits, cluster_merge.cuh, else by
 // attn_decode_combine).
 //
-// An FP8 cache (TKV = e4m3, q in T) streams half the bytes and is converted
-// to T in registers, exactly, as the fragments are loaded: K's fragments come
+// An FP8 cache (TKV = e4m3 or e5m2, q in T) streams half the bytes and is
+// converted to T in registers, exactly, as the fragments are loaded: K's fragments come
 // from ldmatrix on bytes (four keys' bytes per register, so the head dim is
 // permuted the same way in Q's fragments), V's from ldmatrix.trans on byte
 // pairs (so each register holds two output columns, put back in place when
@@ -36,10 +36,10 @@ namespace cujit::decode {
 // itself it holds some at 128 registers and spills); the 16-bit variants keep
 // the heuristic they were tuned with (a minimum of 0 emits no directive).
 template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED>
-__global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 0) attn_decode(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
-  constexpr bool kFp8 = same_type<TKV, e4m3>::value;
-  static_assert(kFp8 || same_type<TKV, T>::value, "the cache is in T, or e4m3");
+  constexpr bool kFp8 = is_fp8<TKV>::value;
+  static_assert(kFp8 || same_type<TKV, T>::value, "the cache is in T, or FP8 (e4m3 or e5m2)");
   static_assert(!kFp8 || D <= 128, "an FP8 cache has head dim 64 or 128 (256 spills)");
   static_assert(kDecodeHeadDims.contains(D), "D is one of kDecodeHeadDims");
   static_assert(BM % 16 == 0 && BM <= 64, "BM is 16, 32, 48 or 64 packed rows");
@@ -279,13 +279,13 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
           const int mi = lane / 8;
           u32 b[4], lo, hi;
           ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, (2 * kt2 + mi % 2) * 16));
-          cvt_e4m3x4<T>(b[0], lo, hi);
+          cvt_fp8x4<TKV, T>(b[0], lo, hi);
           mma_m16n8k16<T>(s[0][2 * np], a0, lo, hi);
-          cvt_e4m3x4<T>(b[1], lo, hi);
+          cvt_fp8x4<TKV, T>(b[1], lo, hi);
           mma_m16n8k16<T>(s[0][2 * np], a1, lo, hi);
-          cvt_e4m3x4<T>(b[2], lo, hi);
+          cvt_fp8x4<TKV, T>(b[2], lo, hi);
           mma_m16n8k16<T>(s[0][2 * np + 1], a0, lo, hi);
-          cvt_e4m3x4<T>(b[3], lo, hi);
+          cvt_fp8x4<TKV, T>(b[3], lo, hi);
           mma_m16n8k16<T>(s[0][2 * np + 1], a1, lo, hi);
         }
       }
@@ -338,8 +338,8 @@ __global__ void __launch_bounds__(WARPS * 32, same_type<TKV, e4m3>::value ? 1 : 
           ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, (2 * dq + mi / 2) * 16));
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
-            cvt_e4m3x4<T>(byte_perm<0x3120>(b[2 * c]), even_lo, odd_lo);
-            cvt_e4m3x4<T>(byte_perm<0x3120>(b[2 * c + 1]), even_hi, odd_hi);
+            cvt_fp8x4<TKV, T>(byte_perm<0x3120>(b[2 * c]), even_lo, odd_lo);
+            cvt_fp8x4<TKV, T>(byte_perm<0x3120>(b[2 * c + 1]), even_hi, odd_hi);
             mma_m16n8k16<T>(o[0][4 * dq + 2 * c], a, even_lo, even_hi);
             mma_m16n8k16<T>(o[0][4 * dq + 2 * c + 1], a, odd_lo, odd_hi);
           }

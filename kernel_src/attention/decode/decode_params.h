@@ -23,7 +23,7 @@ struct DecodeParams {
   const int* block_table;  // paged: row b at block_table + b * table_stride
   long long table_stride;
   const int* seq_lens;  // [B] key counts, or null (every sequence has seq_k)
-  // An FP8 cache's descale factors: value = stored e4m3 x factor, the
+  // An FP8 cache's descale factors: value = stored FP8 value x factor, the
   // (sequence b, KV head h)'s at [b * descale_stride[0] + h * descale_stride[1]].
   const float* k_descale;
   const float* v_descale;
