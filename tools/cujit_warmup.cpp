@@ -34,7 +34,7 @@ With "kv_cache": true only (--all lists no KV-cache variants):
   new_rows  1 (query rows per sequence: 1 for decode, up to 16 speculative)
   heads_kv  heads (a divisor of heads)
   page_size 0 (a contiguous cache; else 1..256 keys per page)
-  kv_dtype  dtype ("fp8" or "e4m3": an FP8 cache, sm_89 or newer)
+  kv_dtype  dtype ("fp8" or "e4m3": an FP8 cache, sm_89 or newer; "e5m2")
   e.g. {"kv_cache": true, "heads": 32, "heads_kv": 8, "seq": 8192, "head_dim": 128,
         "dtype": "bf16", "page_size": 16, "kv_dtype": "fp8"}
 Any other key is an error. batch, heads, seq and new_rows only matter for

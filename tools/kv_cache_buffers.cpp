@@ -111,7 +111,7 @@ jit::KvAttentionShape kv_attention_shape(const DecodeShape& s, std::int64_t page
   shape.heads_kv = s.heads_kv;
   shape.head_dim = s.head_dim;
   shape.dtype = s.dtype;
-  if (s.fp8_kv) shape.kv_dtype = jit::DType::e4m3;
+  if (s.fp8_kv) shape.kv_dtype = *s.fp8_kv;
   shape.seq_q = 1;
   shape.max_seq_k = s.seq_k;
   shape.page_size = page_size;

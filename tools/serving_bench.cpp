@@ -225,13 +225,14 @@ void measure_paged(Results& results, const Floors& floors, const DecodeShape& s,
   print_decode_row(s, paged.page_size, t.us, kv_bytes(s) / t.us / floors.copy_bytes_per_us, ratio, plan_ms, t.variant);
 }
 
-// Contiguous then paged decodes of every shape, then the geometric mean of
-// the barred rows' fractions of the copy rate.
+// Contiguous then paged decodes of every shape whose label holds `only`,
+// then the geometric mean of the barred rows' fractions of the copy rate.
 void measure_decodes(Results& results, const Floors& floors, jit::Stream stream, bool quick, PageOrder order,
-                     Failures& failures) {
+                     const std::string& only, Failures& failures) {
   print_decode_header();
   std::vector<double> barred_fractions;
   for (const DecodeShape& s : decode_shapes(quick)) {
+    if (label(s).find(only) == std::string::npos) continue;
     const DecodeInputs inputs = decode_inputs(s);
     double contiguous_us = 0;
     failures.run(label(s) + ", contiguous", [&] {
@@ -350,7 +351,7 @@ void measure_graphs(Results& results, bool quick, Failures& failures) {
 }
 #endif
 
-int run_all(Results& results, bool quick, PageOrder order) {
+int run_all(Results& results, bool quick, PageOrder order, const std::string& only) {
   const jit::Target target = jit::current_target();  // Error(NoDevice) without a GPU
   fmt::print("device: {} ({}, {} SMs), cache: {}\n", target.device_name, target.arch, target.sm_count,
              jit::cache_directory());
@@ -358,10 +359,10 @@ int run_all(Results& results, bool quick, PageOrder order) {
   {
     const OwnedStream stream;
     const Floors floors = measure_floors(results, stream.get(), quick);
-    measure_decodes(results, floors, stream.get(), quick, order, failures);
+    measure_decodes(results, floors, stream.get(), quick, order, only, failures);
   }
 #ifdef CUJIT_SERVING_BENCH_CUBLAS
-  measure_graphs(results, quick, failures);
+  if (only.empty()) measure_graphs(results, quick, failures);
 #else
   fmt::print("\ndecode step in a CUDA graph: skipped (built without cuBLAS)\n");
 #endif
@@ -400,10 +401,13 @@ int main(int argc, char** argv) {
       "the same run, and a decode step in a CUDA graph with PDL on and off; prints every ratio with its "
       "bar (issue 19)"};
   bool quick = false, pages_in_order = false;
-  std::string csv_path = "cujit-serving.csv";
+  std::string csv_path = "cujit-serving.csv", only;
   int pdl = 1;
   app.add_flag("--quick", quick, "three decode shapes and one graph shape, fewer repetitions");
   app.add_option("--csv", csv_path, "CSV output, one metric per row")->capture_default_str();
+  app.add_option("--only", only,
+                 "only the decode shapes whose label holds this text (e.g. \"Sk=8192 D=128\" or \"fp8\"), and no "
+                 "CUDA graph part");
   app.add_flag("--pages-in-order", pages_in_order,
                "each sequence's pages one after another in the pool instead of shuffled over it");
   CLI::Option* pdl_option =
@@ -420,7 +424,7 @@ int main(int argc, char** argv) {
     if (!csv) throw jit::Error(jit::ErrorCode::InvalidArgument, fmt::format("--csv: cannot write {}", csv_path));
     Results results(csv);
     const PageOrder order = pages_in_order ? PageOrder::in_order : PageOrder::shuffled;
-    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, order);
+    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, order, only);
   } catch (const std::exception& e) {
     std::cerr << tool_message(kTool, e) << "\n";
     return 1;

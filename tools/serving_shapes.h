@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,11 +15,11 @@ namespace serving_bench {
 struct DecodeShape {
   std::int64_t batch, heads_q, heads_kv, seq_k, head_dim;
   jit::DType dtype;        ///< q's and out's
-  bool fp8_kv = false;     ///< the cache in e4m3 (else in dtype)
+  std::optional<jit::DType> fp8_kv{};  ///< the cache's FP8 format (e4m3 or e5m2); else the cache is in dtype
   bool operator==(const DecodeShape&) const = default;
 };
 
-inline jit::DType kv_dtype(const DecodeShape& s) { return s.fp8_kv ? jit::DType::e4m3 : s.dtype; }
+inline jit::DType kv_dtype(const DecodeShape& s) { return s.fp8_kv.value_or(s.dtype); }
 
 /// K + V bytes one decode call reads: each byte once.
 inline double kv_bytes(const DecodeShape& s) {
@@ -31,7 +32,7 @@ constexpr double kBarBytes = 64e6;
 
 inline std::string label(const DecodeShape& s) {
   return fmt::format("B={} Hq={} Hkv={} Sk={} D={}{}", s.batch, s.heads_q, s.heads_kv, s.seq_k, s.head_dim,
-                     s.fp8_kv ? " fp8 KV" : "");
+                     !s.fp8_kv ? "" : *s.fp8_kv == jit::DType::e5m2 ? " fp8 e5m2 KV" : " fp8 KV");
 }
 
 /// The small decode whose bar is time against copy time plus the launch floor.
@@ -41,7 +42,7 @@ inline std::vector<DecodeShape> decode_shapes(bool quick) {
   using jit::DType;
   if (quick) {
     return {{8, 32, 8, 8192, 128, DType::f16}, small_decode(), {4, 32, 1, 32768, 128, DType::bf16},
-            {8, 32, 8, 8192, 128, DType::f16, true}};
+            {8, 32, 8, 8192, 128, DType::f16, DType::e4m3}};
   }
   return {
       {8, 32, 8, 8192, 128, DType::f16},     // GQA 4
@@ -53,12 +54,15 @@ inline std::vector<DecodeShape> decode_shapes(bool quick) {
       {128, 8, 1, 2048, 128, DType::f16},    // MQA, a tensor-parallel shard of a large batch
       {32, 16, 4, 8192, 64, DType::f16},     // GQA 4 at D = 64
       // FP8 (e4m3) caches: half the bytes of the same shapes above.
-      {8, 32, 8, 8192, 128, DType::f16, true},
-      {64, 32, 8, 2048, 128, DType::f16, true},
-      {1, 64, 8, 131072, 128, DType::bf16, true},
-      {4, 32, 1, 32768, 128, DType::bf16, true},
-      {16, 32, 8, 16384, 128, DType::f16, true},
-      {32, 16, 4, 8192, 64, DType::f16, true},
+      {8, 32, 8, 8192, 128, DType::f16, DType::e4m3},
+      {64, 32, 8, 2048, 128, DType::f16, DType::e4m3},
+      {1, 64, 8, 131072, 128, DType::bf16, DType::e4m3},
+      {4, 32, 1, 32768, 128, DType::bf16, DType::e4m3},
+      {16, 32, 8, 16384, 128, DType::f16, DType::e4m3},
+      {32, 16, 4, 8192, 64, DType::f16, DType::e4m3},
+      // e5m2 caches (vLLM's fp8_e5m2): the same bytes, converted by a byte permute.
+      {8, 32, 8, 8192, 128, DType::f16, DType::e5m2},
+      {1, 64, 8, 131072, 128, DType::bf16, DType::e5m2},
   };
 }
 

@@ -72,9 +72,9 @@ class StructsMatchTheHeader(unittest.TestCase):
     def test_abi_version_and_dtype_codes(self):
         text = header_text()
         self.assertEqual(_structs.ABI_VERSION, int(re.search(r"#define CUJIT_C_ABI_VERSION (\d+)", text).group(1)))
-        codes = {name: int(code) for name, code in re.findall(r"CUJIT_(F16|BF16|E4M3) = (\d+)", text)}
+        codes = {name: int(code) for name, code in re.findall(r"CUJIT_(F16|BF16|E4M3|E5M2) = (\d+)", text)}
         self.assertEqual(_structs.DTYPE_CODES, {"float16": codes["F16"], "bfloat16": codes["BF16"],
-                                                "float8_e4m3fn": codes["E4M3"]})
+                                                "float8_e4m3fn": codes["E4M3"], "float8_e5m2": codes["E5M2"]})
 
     def test_the_loaded_library_has_this_abi(self):
         try:

@@ -301,9 +301,9 @@ class OpCheck(unittest.TestCase):
                      lse, None, None, None, True, False, None, plan.batch)
 
 
-def fp8_cache(shape):
-    """Random e4m3 values as stored (the factors that scale them come separately)."""
-    return (torch.randn(shape, device="cuda") * 2).to(torch.float8_e4m3fn)
+def fp8_cache(shape, dtype=torch.float8_e4m3fn):
+    """Random FP8 values as stored (the factors that scale them come separately)."""
+    return (torch.randn(shape, device="cuda") * 2).to(dtype)
 
 
 def dequantized(cache, factors, block_table=None):
@@ -438,6 +438,42 @@ def fp8_inputs(batch=2, hq=8, hkv=2, sq=200, sk=333, d=128, descales="per_sequen
         f = f.double().expand(batch, hkv).repeat_interleave(heads // hkv, dim=1)  # [B, H]: a head takes its KV head's
         return t.double() * f[:, :, None, None]
     return (q, k, v), scales, (real(q, scales[0], hq), real(k, scales[1], hkv), real(v, scales[2], hkv))
+
+
+@requires_gpu
+class E5m2Cache(unittest.TestCase):
+    """An e5m2 cache (vLLM's fp8_e5m2): any GPU, the same factors and checks as e4m3's."""
+
+    def setUp(self):
+        torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
+
+    def test_paged_decode_and_plan_against_the_dequantized_cache(self):
+        batch, hkv, d, page_size, lengths = 3, 2, 128, 16, (1, 100, 333)
+        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=torch.float16)
+        max_pages = -(-max(lengths) // page_size)
+        num_pages = batch * max_pages + 3
+        k, v = (fp8_cache((num_pages, page_size, hkv, d), torch.float8_e5m2) for _ in range(2))
+        table = torch.randperm(num_pages, device="cuda")[:batch * max_pages].to(torch.int32).reshape(batch, max_pages)
+        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        k_scale, v_scale = ((torch.rand(batch, hkv, device="cuda") * 0.9 + 0.1) for _ in range(2))
+        out, lse = cujit.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale,
+                                                v_descale=v_scale, return_lse=True)
+        plan = cujit.KvPlan(batch=batch, heads_q=8, heads_kv=hkv, head_dim=d, max_seq_k=max(lengths),
+                            page_size=page_size, dtype=torch.float16, kv_dtype=torch.float8_e5m2)
+        planned = plan.run(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale, v_descale=v_scale)
+        torch.cuda.synchronize()
+        Fp8Cache.expect_close(self, q, dequantized(k, k_scale, table), dequantized(v, v_scale, table), lens, table,
+                              out, lse)
+        self.assertTrue(torch.equal(planned, out))
+        # An e4m3 cache under the e5m2 plan is refused by name.
+        with self.assertRaisesRegex(cujit.CujitError, "cache.k has dtype e4m3"):
+            plan.run(q, k.view(torch.float8_e4m3fn), v.view(torch.float8_e4m3fn), cache_seqlens=lens,
+                     block_table=table, k_descale=k_scale, v_descale=v_scale)
+
+    def test_e5m2_attention_inputs_are_refused(self):
+        q, k, v = (torch.randn(1, 2, 64, 64, device="cuda").to(torch.float8_e5m2) for _ in range(3))
+        with self.assertRaisesRegex(cujit.CujitError, "e5m2"):
+            cujit.attention(q, k, v)
 
 
 @requires_gpu

@@ -10,10 +10,11 @@ from . import _descale
 from . import _structs as s
 from ._library import CujitError
 
-# float8_e4m3fn is taken for attention's q, k and v and for KV caches; the
-# library refuses it elsewhere (out, a ragged batch), saying so.
+# float8_e4m3fn is taken for attention's q, k and v and for KV caches,
+# float8_e5m2 for KV caches; the library refuses them elsewhere, saying so.
 _DTYPES = {getattr(torch, name): code for name, code in s.DTYPE_CODES.items()}
-_TAKEN = "torch.float16 or torch.bfloat16 (torch.float8_e4m3fn for attention's q, k and v, or a KV cache)"
+_TAKEN = ("torch.float16 or torch.bfloat16 (torch.float8_e4m3fn for attention's q, k and v, or a KV cache; "
+          "torch.float8_e5m2 for a KV cache)")
 _BAD = s.INVALID_ARGUMENT
 
 

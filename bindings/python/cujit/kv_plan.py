@@ -21,8 +21,8 @@ class KvPlan:
     max_seq_k is the longest sequence's key count, page_size 0 means a
     contiguous cache, per_sequence_lengths says whether runs pass
     cache_seqlens, kv_dtype is the cache's dtype (None: dtype;
-    torch.float8_e4m3fn for an FP8 cache, whose runs pass k_descale and
-    v_descale). Making it tunes on the first plan per shape class (on the
+    torch.float8_e4m3fn or torch.float8_e5m2 for an FP8 cache, whose runs
+    pass k_descale and v_descale). Making it tunes on the first plan per shape class (on the
     current stream), so make plans outside torch.compile'd code and outside
     a capture; run() never allocates (with out given), synchronizes or
     tunes, so it can be captured in a torch.cuda.CUDAGraph. Without a
@@ -38,9 +38,9 @@ class KvPlan:
         code = _views.dtype_code(dtype)
         # The C struct reads kv_dtype 0 (CUJIT_F16) as "dtype", so a float16 cache under a bfloat16 plan would
         # pass unseen there: the two kinds of cache a plan takes are checked here.
-        if kv_dtype not in (None, dtype, torch.float8_e4m3fn):
+        if kv_dtype not in (None, dtype, torch.float8_e4m3fn, torch.float8_e5m2):
             raise CujitError(_BAD, f"kv_dtype is {kv_dtype} and dtype {dtype}: the cache is in q's dtype "
-                                   "(kv_dtype=None) or torch.float8_e4m3fn (FP8)")
+                                   "(kv_dtype=None), torch.float8_e4m3fn or torch.float8_e5m2 (FP8)")
         kv_code = 0 if kv_dtype is None else _views.dtype_code(kv_dtype)
         device = torch.device("cuda") if device is None else torch.device(device)
         if device.type != "cuda":

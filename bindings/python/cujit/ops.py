@@ -387,10 +387,11 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     q: [B, Sq, Hq, D] float16/bfloat16. k_cache, v_cache: [B, S_cap, Hkv, D],
     or with block_table (int32 [B, max_pages], page ids in order) page pools
     [num_pages, page_size, Hkv, D]; any strides with a contiguous last
-    dimension; in q's dtype, or torch.float8_e4m3fn for an FP8 cache (sm_89
-    or newer, head dim 64 or 128). k_descale, v_descale: an FP8 cache's
-    float32 descale factors on q's device, as FlashAttention-3's: the value
-    attended to is the stored e4m3 value times its factor. [B, Hkv] (one per
+    dimension; in q's dtype, or FP8: torch.float8_e4m3fn (sm_89 or newer)
+    or torch.float8_e5m2 (any GPU), head dim 64 or 128. k_descale,
+    v_descale: an FP8 cache's float32 descale factors on q's device, as
+    FlashAttention-3's: the value attended to is the stored FP8 value times
+    its factor. [B, Hkv] (one per
     sequence and KV head, any strides), [Hkv] (one per KV head) or one
     element (one for the cache); both of one shape and strides; None for a
     16-bit cache. cache_seqlens: int32 [B], the keys of each sequence with its
