@@ -281,6 +281,16 @@ std::vector<VarlenCase> cases() {
     c.head_dim = 64;
     out.push_back(c);
   }
+  // More sequences than the prepare step sorts (kSortedMax, 2048): index
+  // order, causal and not.
+  for (Mask mask : {Mask::none, Mask::bottom_right}) {
+    VarlenCase c;
+    for (int b = 0; b < 2049; ++b) c.lens_q.push_back((b * 37) % 29);
+    c.lens_k = c.lens_q;
+    c.lens_k[7] += 70;  // an append among them
+    c.mask = mask;
+    out.push_back(c);
+  }
   return out;
 }
 
@@ -354,7 +364,9 @@ TEST(VarlenDeterminism, RepeatsAreBitwiseIdentical) {
 // would fill L2 with 600 keys, groups of about that), level by level within
 // a group (level l: each sequence's l-th m-block from its end). Batches of
 // up to 32 sequences are sorted and summed in one warp, larger ones by the
-// whole CTA: both, and the sizes at the switch.
+// whole CTA: both, and the sizes at the switch. Past kSortedMax (2048)
+// sequences keep index order, each sequence's tiles together (causal: its
+// last m-block first).
 void expect_prepared_list(VarlenCase c, TestRng& rng);
 
 TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
@@ -365,9 +377,10 @@ TEST(VarlenPrepare, ListsEveryTileOnceTheMostWorkFirst) {
   c.lens_q = {100, 0, 300, 300, 64, 1, 513};
   c.lens_k = {100, 7, 300, 300, 900, 1, 513};
   expect_prepared_list(c, rng);
-  for (const std::size_t batch : {32, 33, 100}) {
+  for (const std::size_t batch : {32, 33, 100, 2048, 2049}) {
     SCOPED_TRACE(fmt::format("{} sequences", batch));
     // Few distinct lengths, so that many sequences tie.
+    if (batch > 100) c.heads_q = c.heads_kv = 1;  // the list is per (sequence, m-block); fewer bytes to draw
     c.lens_q.resize(batch);
     c.lens_k.resize(batch);
     for (std::size_t b = 0; b < batch; ++b) {
@@ -430,9 +443,16 @@ void expect_prepared_list(VarlenCase c, TestRng& rng) {
       const std::int64_t work = causal ? m_blocks : m_blocks * ((c.lens_k[b] + kBn - 1) / kBn);
       if (m_blocks > 0) sequences.push_back({work, std::int64_t(b), m_blocks, c.lens_k[b]});
     }
-    std::stable_sort(sequences.begin(), sequences.end(), [](const Sorted& x, const Sorted& y) { return x.key > y.key; });
+    constexpr std::size_t kSortedMax = 2048;
+    const bool sorted = c.lens_q.size() <= kSortedMax;
+    if (sorted) {
+      std::stable_sort(sequences.begin(), sequences.end(), [](const Sorted& x, const Sorted& y) { return x.key > y.key; });
+    }
     std::vector<std::pair<std::int64_t, std::int64_t>> expected;
-    if (causal) {
+    if (!sorted) {
+      for (const Sorted& s : sequences)
+        for (std::int64_t m = 0; m < s.m_blocks; ++m) expected.push_back({s.b, causal ? s.m_blocks - 1 - m : m});
+    } else if (causal) {
       // Groups: runs of sorted sequences whose keys before them divide to
       // the same multiple of group_keys.
       std::vector<std::vector<Sorted>> groups;
