@@ -42,7 +42,8 @@ const std::vector<std::function<void(AttnProblem&)>> kOneFieldEdits = {
     [](AttnProblem& p) { p.causal_offset = 512; }, [](AttnProblem& p) { p.scale = 0.25f; },
     [](AttnProblem& p) { p.page_size = 16; },      [](AttnProblem& p) { p.seq_lens = true; },
     [](AttnProblem& p) { p.num_splits = 1; },      [](AttnProblem& p) { p.fp8_kv = true; },
-    [](AttnProblem& p) { p.fp8_qkv = true; },      [](AttnProblem& p) { p.varlen = true; },
+    [](AttnProblem& p) { p.fp8_qkv = true; },      [](AttnProblem& p) { p.fp8_format = jit::DType::e5m2; },
+    [](AttnProblem& p) { p.varlen = true; },
     [](AttnProblem& p) { p.total_q = 4096; },      [](AttnProblem& p) { p.total_k = 4096; },
     [](AttnProblem& p) { p.align_bottom_right = true; },
 };
