@@ -225,6 +225,19 @@ TEST(CApi, KvUnknownDtypeIsAnInvalidArgumentNamingIt) {
   EXPECT_EQ(plan, nullptr);
 }
 
+// CUJIT_E5M2 is a cache's dtype: q in it is refused by name; a cache in it
+// passes the shape's checks (and then needs a device).
+TEST(CApi, E5m2IsACacheDtype) {
+  cujit_kv_shape shape = decode_shape();
+  shape.kv_dtype = CUJIT_E5M2;
+  cujit_kv_plan* plan = nullptr;
+  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_NO_DEVICE) << cujit_last_error();
+  EXPECT_EQ(plan, nullptr);
+  shape.dtype = CUJIT_E5M2;
+  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("shape.dtype (q's and out's) is e5m2")) << cujit_last_error();
+}
+
 // jit::attention_with_kvcache checks its arguments before it looks for a
 // device, so the library's own messages come back here without a GPU.
 TEST(CApi, KvCacheMistakesComeBackWithTheLibrarysMessage) {

@@ -160,25 +160,34 @@ float e4m3_bits_to_float(std::uint16_t bits) {
   return float(bits & 0x80 ? -magnitude : magnitude);
 }
 
-std::uint16_t float_to_e4m3_bits(float value) {
-  const std::uint16_t sign = std::signbit(value) ? 0x80 : 0;
-  if (std::isnan(value)) return sign | 0x7f;
-  // The finite magnitudes are codes 0..0x7e in increasing order: the nearest
-  // by binary search, ties to the even code.
-  static const std::vector<float> magnitudes = [] {
-    std::vector<float> all(0x7f);
-    for (std::uint16_t code = 0; code < 0x7f; ++code) all[code] = e4m3_bits_to_float(code);
-    return all;
-  }();
-  const float x = std::fabs(value);
+namespace {
+
+// The code of the magnitude nearest x (codes 0, 1, ... in increasing order
+// of `magnitudes`) by binary search, ties to the even code; `past` beyond
+// the last.
+std::uint16_t nearest_code(const std::vector<float>& magnitudes, float x, std::uint16_t past) {
   const auto above = std::lower_bound(magnitudes.begin(), magnitudes.end(), x);
-  if (above == magnitudes.end()) return sign | 0x7e;
+  if (above == magnitudes.end()) return past;
   auto code = std::uint16_t(above - magnitudes.begin());
   if (code > 0) {
     const float up = *above - x, down = x - magnitudes[code - 1];
     if (down < up || (down == up && code % 2 == 1)) --code;
   }
-  return sign | code;
+  return code;
+}
+
+}  // namespace
+
+std::uint16_t float_to_e4m3_bits(float value) {
+  const std::uint16_t sign = std::signbit(value) ? 0x80 : 0;
+  if (std::isnan(value)) return sign | 0x7f;
+  // The finite magnitudes are codes 0..0x7e; past 448, saturated.
+  static const std::vector<float> magnitudes = [] {
+    std::vector<float> all(0x7f);
+    for (std::uint16_t code = 0; code < 0x7f; ++code) all[code] = e4m3_bits_to_float(code);
+    return all;
+  }();
+  return sign | nearest_code(magnitudes, std::fabs(value), 0x7e);
 }
 
 float e5m2_bits_to_float(std::uint16_t bits) {
@@ -195,23 +204,15 @@ float e5m2_bits_to_float(std::uint16_t bits) {
 std::uint16_t float_to_e5m2_bits(float value) {
   const std::uint16_t sign = std::signbit(value) ? 0x80 : 0;
   if (std::isnan(value)) return sign | 0x7f;
-  // Codes 0..0x7c (infinity last) in increasing order: the nearest by binary
-  // search, ties to the even code; past the midpoint of 57344 and 65536, infinity.
+  // Codes 0..0x7b are finite and 0x7c is infinity, which rounds as 65536
+  // would: past the midpoint of 57344 and 65536, infinity.
   static const std::vector<float> magnitudes = [] {
     std::vector<float> all(0x7c);
     for (std::uint16_t code = 0; code < 0x7c; ++code) all[code] = e5m2_bits_to_float(code);
-    all.push_back(65536.f);  // where infinity's code stands for rounding
+    all.push_back(65536.f);
     return all;
   }();
-  const float x = std::fabs(value);
-  const auto above = std::lower_bound(magnitudes.begin(), magnitudes.end(), x);
-  if (above == magnitudes.end()) return sign | 0x7c;
-  auto code = std::uint16_t(above - magnitudes.begin());
-  if (code > 0) {
-    const float up = *above - x, down = x - magnitudes[code - 1];
-    if (down < up || (down == up && code % 2 == 1)) --code;
-  }
-  return sign | code;
+  return sign | nearest_code(magnitudes, std::fabs(value), 0x7c);
 }
 
 std::uint16_t encode(jit::DType dtype, float value) {
