@@ -301,9 +301,9 @@ class OpCheck(unittest.TestCase):
                      lse, None, None, None, True, False, None, plan.batch)
 
 
-def fp8_cache(shape, dtype=torch.float8_e4m3fn):
-    """Random FP8 values as stored (the factors that scale them come separately)."""
-    return (torch.randn(shape, device="cuda") * 2).to(dtype)
+def fp8_cache(shape, dtype=None):
+    """Random FP8 values as stored (e4m3 unless dtype says; the factors that scale them come separately)."""
+    return (torch.randn(shape, device="cuda") * 2).to(dtype or torch.float8_e4m3fn)
 
 
 def dequantized(cache, factors, block_table=None):
