@@ -36,6 +36,11 @@ inline std::array<std::int64_t, 2> descale_strides_or_default(
   return strides.value_or(std::array<std::int64_t, 2>{p.heads_kv, 1});
 }
 
+// Whether FP8 data in `format` needs sm_89 or newer: e4m3 converts (and
+// multiplies) with sm_89's instructions; an e5m2 byte is the upper byte of
+// an f16, placed by a byte permute on any target.
+inline bool fp8_needs_sm89(DType format) { return format == DType::e4m3; }
+
 // An FP8 problem (fp8_kv or fp8_qkv) where no kernel serves it: before sm_89
 // (no e4m3 conversions or FP8 mma; an e5m2 cache needs neither) or at a head
 // dim other than 64 and 128 (and, for FP8 attention on sm_90a, 256).

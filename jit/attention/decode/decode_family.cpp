@@ -9,6 +9,7 @@
 #include <cstddef>
 
 #include "jit/attention/decode/decode_combine.h"
+#include "jit/attention/fp8_checks.h"
 #include "jit/error.h"
 #include "jit/kernel_sources.h"
 #include "jit/knobs.h"
@@ -155,8 +156,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
                                               const Target& target) const override {
     // Mirrors the static_asserts at the top of attn_decode.
     if (!cujit::kDecodeHeadDims.contains(s.head_dim)) return fmt::format("head dim {} is not instantiated", s.head_dim);
-    if (s.fp8_kv && s.fp8_format == DType::e4m3 && target.cc < 89) {
-      return fmt::format("an e4m3 cache needs sm_89 or newer, not {}", target.arch);
+    if (s.fp8_kv && fp8_needs_sm89(s.fp8_format) && target.cc < 89) {
+      return fmt::format("an {} cache needs sm_89 or newer, not {}", kernel_dtype_name(s.fp8_format), target.arch);
     }
     const int row_warps = s.block_m / 16;
     if (s.block_m % 16 != 0 || row_warps < 1 || row_warps > 4) return fmt::format("BM {} is not 16..64", s.block_m);
@@ -211,8 +212,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   bool supports(const AttnProblem& p, const Target& target) const override {
     if (!runs_on(target) || p.varlen || p.fp8_qkv || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
     if (p.head_dim > 128 && target.cc < 90) return false;  // why_head_dim_256_is_out
-    // e4m3 conversions (e5m2 is a byte permute), registers.
-    if (p.fp8_kv && ((p.fp8_format == DType::e4m3 && target.cc < 89) || p.head_dim > 128)) return false;
+    // An FP8 cache: its format's conversions; registers past D = 128.
+    if (p.fp8_kv && ((fp8_needs_sm89(p.fp8_format) && target.cc < 89) || p.head_dim > 128)) return false;
     // Dense problems with few rows per KV head; everything over a cache.
     return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
   }
