@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "jit/attention.h"
 #include "jit/tensor.h"
@@ -97,6 +98,12 @@ class VarlenAttentionPlan {
 
   /// Device memory the plan holds for its tile list.
   std::size_t workspace_bytes() const;
+  /// The kernel family and variant each run launches, and its config (as
+  /// jit::plan_attention reports them); empty for a batch with nothing to
+  /// compute, where nothing is launched.
+  std::string family() const;
+  std::string variant() const;
+  Json config() const;
 
   struct Impl;
 

@@ -72,19 +72,32 @@ DecodeInputs decode_inputs(const DecodeShape& s) {
   return in;
 }
 
-ContiguousCache contiguous_cache(const DecodeShape& s, const DecodeInputs& inputs) {
+namespace {
+
+// [outer, rows, Hkv, D] storage (head-major: [outer, Hkv, rows, D]), viewed
+// as [outer, Hkv, rows, D].
+jit::TensorView cache_view(jit::DeviceBuffer& buffer, const DecodeShape& s, std::int64_t outer, std::int64_t rows,
+                           const CacheLayout& layout) {
+  return layout.head_major ? jit::TensorView::bhsd(buffer.data(), kv_dtype(s), outer, s.heads_kv, rows, s.head_dim)
+                           : jit::TensorView::bshd(buffer.data(), kv_dtype(s), outer, rows, s.heads_kv, s.head_dim);
+}
+
+}  // namespace
+
+ContiguousCache contiguous_cache(const DecodeShape& s, const DecodeInputs& inputs, const CacheLayout& layout) {
   ContiguousCache c;
   const std::size_t bytes = std::size_t(kv_bytes(s) / 2);
   c.k = random_buffer(bytes, kv_dtype(s), 2);
   c.v = random_buffer(bytes, kv_dtype(s), 3);
-  c.cache.k = jit::TensorView::bshd(c.k.data(), kv_dtype(s), s.batch, s.seq_k, s.heads_kv, s.head_dim);
-  c.cache.v = jit::TensorView::bshd(c.v.data(), kv_dtype(s), s.batch, s.seq_k, s.heads_kv, s.head_dim);
+  c.cache.k = cache_view(c.k, s, s.batch, s.seq_k, layout);
+  c.cache.v = cache_view(c.v, s, s.batch, s.seq_k, layout);
   c.cache.seq_lens = static_cast<const std::int32_t*>(inputs.seq_lens.data());
   set_descales(c.cache, inputs);
   return c;
 }
 
-PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs, PageOrder order) {
+PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs,
+                       const CacheLayout& layout) {
   PagedCache p;
   const std::int64_t pages_per_seq = (s.seq_k + page_size - 1) / page_size;
   const std::int64_t num_pages = s.batch * pages_per_seq;
@@ -93,10 +106,10 @@ PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const Decod
   p.k = random_buffer(bytes, kv_dtype(s), 4);
   p.v = random_buffer(bytes, kv_dtype(s), 5);
   std::vector<std::int32_t> table = shuffled_block_table(s.batch, pages_per_seq, 6);
-  if (order == PageOrder::in_order) std::sort(table.begin(), table.end());
+  if (layout.order == PageOrder::in_order) std::sort(table.begin(), table.end());
   p.block_table = upload_ints(table);
-  p.cache.k = jit::TensorView::bshd(p.k.data(), kv_dtype(s), num_pages, page_size, s.heads_kv, s.head_dim);
-  p.cache.v = jit::TensorView::bshd(p.v.data(), kv_dtype(s), num_pages, page_size, s.heads_kv, s.head_dim);
+  p.cache.k = cache_view(p.k, s, num_pages, page_size, layout);
+  p.cache.v = cache_view(p.v, s, num_pages, page_size, layout);
   set_descales(p.cache, inputs);
   p.cache.block_table = static_cast<const std::int32_t*>(p.block_table.data());
   p.cache.pages_per_seq = pages_per_seq;

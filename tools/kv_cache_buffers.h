@@ -23,26 +23,36 @@ struct DecodeInputs {
 };
 DecodeInputs decode_inputs(const DecodeShape& shape);
 
-/// K and V [B, Sk, Hkv, D], each sequence full (seq_lens = Sk).
-struct ContiguousCache {
-  jit::DeviceBuffer k, v;
-  jit::KvCache cache;
-};
-ContiguousCache contiguous_cache(const DecodeShape& shape, const DecodeInputs& inputs);
-
 /// Where a sequence's pages sit in the pool: anywhere, in any order (a
 /// serving engine's pool after many allocations and frees), or one after
 /// another (what a paged kernel costs with the pool's layout taken out).
 enum class PageOrder { shuffled, in_order };
 
-/// K and V pools [B * Sk / page_size, page_size, Hkv, D] and a block table
-/// that places each sequence's pages in the pool as `order` says.
+/// How the caches are laid out: token-major rows [.., S, Hkv, D] (the
+/// serving engines'), or head-major [.., Hkv, S, D] (each head's keys one
+/// after another: what a kernel costs with the heads' interleaving taken out).
+struct CacheLayout {
+  PageOrder order = PageOrder::shuffled;
+  bool head_major = false;
+};
+
+/// K and V [B, Sk, Hkv, D] (head-major: [B, Hkv, Sk, D]), each sequence full
+/// (seq_lens = Sk).
+struct ContiguousCache {
+  jit::DeviceBuffer k, v;
+  jit::KvCache cache;
+};
+ContiguousCache contiguous_cache(const DecodeShape& shape, const DecodeInputs& inputs, const CacheLayout& layout = {});
+
+/// K and V pools [B * Sk / page_size, page_size, Hkv, D] (head-major: [..,
+/// Hkv, page_size, D]) and a block table that places each sequence's pages
+/// in the pool as `layout.order` says.
 struct PagedCache {
   jit::DeviceBuffer k, v, block_table;
   jit::KvCache cache;
 };
 PagedCache paged_cache(const DecodeShape& shape, std::int64_t page_size, const DecodeInputs& inputs,
-                       PageOrder order = PageOrder::shuffled);
+                       const CacheLayout& layout = {});
 
 /// The plan's shape: Sq = 1, every length given, `page_size` 0 for contiguous.
 jit::KvAttentionShape kv_attention_shape(const DecodeShape& shape, std::int64_t page_size);

@@ -6,7 +6,8 @@
 //     launch floor (cujit-bench --latency's empty one-CTA kernel);
 //  3. the same decodes over a paged cache (page sizes 16 and 1, pages
 //     shuffled over the pool, or with --pages-in-order each sequence's pages
-//     one after another) against the contiguous time;
+//     one after another) against the contiguous time; with --head-major
+//     both caches keep each head's keys together ([.., Hkv, S, D]);
 //  4. a decode step (GEMM -> attention -> GEMM) in a CUDA graph with
 //     programmatic dependent launch on and off, each in a child process
 //     (CUJIT_PDL is read once per process).
@@ -188,8 +189,9 @@ void print_decode_row(const DecodeShape& s, std::int64_t page_size, double us, d
 
 // One contiguous decode row; returns its time.
 double measure_contiguous(Results& results, const Floors& floors, const DecodeShape& s, const DecodeInputs& inputs,
-                          jit::Stream stream, bool quick, std::vector<double>& barred_fractions) {
-  const ContiguousCache contiguous = contiguous_cache(s, inputs);
+                          const CacheLayout& layout, jit::Stream stream, bool quick,
+                          std::vector<double>& barred_fractions) {
+  const ContiguousCache contiguous = contiguous_cache(s, inputs, layout);
   double plan_ms = 0;
   const DecodeTime t = time_decode(s, 0, inputs, contiguous.cache, stream, quick, &plan_ms);
   const double fraction = kv_bytes(s) / t.us / floors.copy_bytes_per_us;
@@ -212,9 +214,9 @@ double measure_contiguous(Results& results, const Floors& floors, const DecodeSh
 
 // One paged decode row, against the contiguous time (0: that row failed).
 void measure_paged(Results& results, const Floors& floors, const DecodeShape& s, const PagedCase& paged,
-                   const DecodeInputs& inputs, double contiguous_us, jit::Stream stream, bool quick,
-                   PageOrder order) {
-  const PagedCache cache = paged_cache(s, paged.page_size, inputs, order);
+                   const DecodeInputs& inputs, double contiguous_us, const CacheLayout& layout, jit::Stream stream,
+                   bool quick) {
+  const PagedCache cache = paged_cache(s, paged.page_size, inputs, layout);
   double plan_ms = 0;
   const DecodeTime t = time_decode(s, paged.page_size, inputs, cache.cache, stream, quick, &plan_ms);
   results.add(metric("paged", &s, paged.page_size, "time_us", t.us, std::nullopt, t.variant));
@@ -227,8 +229,8 @@ void measure_paged(Results& results, const Floors& floors, const DecodeShape& s,
 
 // Contiguous then paged decodes of every shape whose label holds `only`,
 // then the geometric mean of the barred rows' fractions of the copy rate.
-void measure_decodes(Results& results, const Floors& floors, jit::Stream stream, bool quick, PageOrder order,
-                     const std::string& only, Failures& failures) {
+void measure_decodes(Results& results, const Floors& floors, jit::Stream stream, bool quick,
+                     const CacheLayout& layout, const std::string& only, Failures& failures) {
   print_decode_header();
   std::vector<double> barred_fractions;
   for (const DecodeShape& s : decode_shapes(quick)) {
@@ -236,11 +238,11 @@ void measure_decodes(Results& results, const Floors& floors, jit::Stream stream,
     const DecodeInputs inputs = decode_inputs(s);
     double contiguous_us = 0;
     failures.run(label(s) + ", contiguous", [&] {
-      contiguous_us = measure_contiguous(results, floors, s, inputs, stream, quick, barred_fractions);
+      contiguous_us = measure_contiguous(results, floors, s, inputs, layout, stream, quick, barred_fractions);
     });
     for (const PagedCase& paged : paged_cases()) {
       failures.run(fmt::format("{}, page size {}", label(s), paged.page_size),
-                   [&] { measure_paged(results, floors, s, paged, inputs, contiguous_us, stream, quick, order); });
+                   [&] { measure_paged(results, floors, s, paged, inputs, contiguous_us, layout, stream, quick); });
     }
   }
   if (barred_fractions.empty()) return;
@@ -351,7 +353,7 @@ void measure_graphs(Results& results, bool quick, Failures& failures) {
 }
 #endif
 
-int run_all(Results& results, bool quick, PageOrder order, const std::string& only) {
+int run_all(Results& results, bool quick, const CacheLayout& layout, const std::string& only) {
   const jit::Target target = jit::current_target();  // Error(NoDevice) without a GPU
   fmt::print("device: {} ({}, {} SMs), cache: {}\n", target.device_name, target.arch, target.sm_count,
              jit::cache_directory());
@@ -359,7 +361,7 @@ int run_all(Results& results, bool quick, PageOrder order, const std::string& on
   {
     const OwnedStream stream;
     const Floors floors = measure_floors(results, stream.get(), quick);
-    measure_decodes(results, floors, stream.get(), quick, order, only, failures);
+    measure_decodes(results, floors, stream.get(), quick, layout, only, failures);
   }
 #ifdef CUJIT_SERVING_BENCH_CUBLAS
   if (only.empty()) measure_graphs(results, quick, failures);
@@ -400,7 +402,7 @@ int main(int argc, char** argv) {
       "cujit-serving-bench: decode attention over contiguous and paged KV caches against the copy rate of "
       "the same run, and a decode step in a CUDA graph with PDL on and off; prints every ratio with its "
       "bar (issue 19)"};
-  bool quick = false, pages_in_order = false;
+  bool quick = false, pages_in_order = false, head_major = false;
   std::string csv_path = "cujit-serving.csv", only;
   int pdl = 1;
   app.add_flag("--quick", quick, "three decode shapes and one graph shape, fewer repetitions");
@@ -410,6 +412,9 @@ int main(int argc, char** argv) {
                  "CUDA graph part");
   app.add_flag("--pages-in-order", pages_in_order,
                "each sequence's pages one after another in the pool instead of shuffled over it");
+  app.add_flag("--head-major", head_major,
+               "caches [B, Hkv, S, D] and pools [pages, Hkv, page size, D] (each head's keys one after another) "
+               "instead of the serving engines' [.., S, Hkv, D]");
   CLI::Option* pdl_option =
       app.add_option("--pdl", pdl,
                      "only the decode step in a CUDA graph, with programmatic dependent launch on (1) or off (0) "
@@ -423,8 +428,8 @@ int main(int argc, char** argv) {
     std::ofstream csv(csv_path);
     if (!csv) throw jit::Error(jit::ErrorCode::InvalidArgument, fmt::format("--csv: cannot write {}", csv_path));
     Results results(csv);
-    const PageOrder order = pages_in_order ? PageOrder::in_order : PageOrder::shuffled;
-    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, order, only);
+    const CacheLayout layout{pages_in_order ? PageOrder::in_order : PageOrder::shuffled, head_major};
+    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, layout, only);
   } catch (const std::exception& e) {
     std::cerr << tool_message(kTool, e) << "\n";
     return 1;

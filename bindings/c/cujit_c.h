@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Bumped when a struct below changes layout; callers check it. */
-#define CUJIT_C_ABI_VERSION 3
+#define CUJIT_C_ABI_VERSION 4
 CUJIT_C_API int cujit_c_abi_version(void);
 
 /* 0 on success, else jit::ErrorCode + 1. */
@@ -137,6 +137,11 @@ CUJIT_C_API cujit_status cujit_varlen_plan_prepare(const cujit_varlen_plan* plan
 CUJIT_C_API cujit_status cujit_varlen_plan_run(const cujit_varlen_plan* plan, const cujit_tensor* q,
                                                const cujit_tensor* k, const cujit_tensor* v, const cujit_tensor* out,
                                                const cujit_options* options);
+/* Device memory the plan holds for its tile list. */
+CUJIT_C_API cujit_status cujit_varlen_plan_workspace_bytes(const cujit_varlen_plan* plan, size_t* bytes);
+/* "family/variant" of the attention kernel each run launches into buffer
+ * (truncated to size - 1); "" for a batch with nothing to compute. */
+CUJIT_C_API cujit_status cujit_varlen_plan_describe(const cujit_varlen_plan* plan, char* buffer, size_t size);
 /* Frees the plan and its tile list; NULL is a no-op. */
 CUJIT_C_API void cujit_varlen_plan_destroy(cujit_varlen_plan* plan);
 

@@ -2,6 +2,7 @@
 // and jit::VarlenAttentionPlan (jit/varlen.h), with the same status and
 // message convention as the rest (c_api_support.h).
 #include <cstddef>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -95,6 +96,22 @@ cujit_status cujit_varlen_plan_run(const cujit_varlen_plan* plan, const cujit_te
   return cujit_c::guarded([&] {
     const cujit_varlen_plan& p = plan_of(plan);
     p.plan.run(view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(out, "out"), run_of(p, options));
+  });
+}
+
+cujit_status cujit_varlen_plan_workspace_bytes(const cujit_varlen_plan* plan, size_t* bytes) {
+  return cujit_c::guarded([&] {
+    if (bytes == nullptr) cujit_c::null_argument("bytes");
+    *bytes = plan_of(plan).plan.workspace_bytes();
+  });
+}
+
+cujit_status cujit_varlen_plan_describe(const cujit_varlen_plan* plan, char* buffer, size_t size) {
+  return cujit_c::guarded([&] {
+    cujit_c::check_text_buffer(buffer, size, "cujit_varlen_plan_describe");
+    const jit::VarlenAttentionPlan& p = plan_of(plan).plan;
+    const std::string family = p.family();
+    cujit_c::copy_text(family.empty() ? family : family + "/" + p.variant(), buffer, size);
   });
 }
 

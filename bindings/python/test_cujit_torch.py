@@ -252,6 +252,9 @@ class VarlenBinding(unittest.TestCase):
         layers = [packed_layer(q_lens, k_lens) for _ in range(2)]  # one batch composition, two layers
         plan = cujit_torch.VarlenPlan(*layers[0], cu_q, cu_k, max(q_lens), max(k_lens), causal=True,
                                       bottom_right=True)
+        family, variant = plan.variant.split("/")  # the ragged variant of its family that each run launches
+        self.assertTrue(variant.startswith(family) and "_varlen" in variant, plan.variant)
+        self.assertGreater(plan.workspace_bytes, 0)
         plan.prepare(cu_q, cu_k)
         for q, k, v in layers:
             out, lse = plan.run(q, k, v, return_lse=True)

@@ -83,19 +83,20 @@ ShapeTable::Entry first_call(const detail::AttnProblem& problem, const detail::A
   const bool keep = !detail::stream_is_capturing(stream);
   if (!tunes_in_background(problem)) {
     const Prepared p = prepare(problem, t, stream, device.target);
-    return {{p.family, detail::load_plan(*p.family, problem, p.config, device.target)}, nullptr, keep};
+    return {{*p.family, detail::load_plan(*p.family, problem, p.config, device.target), p.config}, nullptr, keep};
   }
   const detail::AttentionFamily& family = detail::attention_family_for(problem, device.target);
   const Json spec = family.spec_for(problem);
   const Json bucket = family.bucket(problem);
   if (std::optional<Json> known = detail::known_config(family, spec, bucket, stream)) {
-    return {{&family, detail::load_plan(family, problem, *known, device.target)}, nullptr, keep};
+    return {{family, detail::load_plan(family, problem, *known, device.target), *known}, nullptr, keep};
   }
   // Serve this call on a default config (one compile, of the family quickest
   // to compile), then tune behind it; the winner replaces it when ready.
   const detail::AttentionFamily& stopgap = detail::first_call_family_for(problem, device.target);
   const Json fallback = stopgap.default_config(stopgap.spec_for(problem), device.target);
-  ShapeTable::Entry entry{{&stopgap, detail::load_plan(stopgap, problem, fallback, device.target)}, nullptr, keep};
+  ShapeTable::Entry entry{{stopgap, detail::load_plan(stopgap, problem, fallback, device.target), fallback}, nullptr,
+                          keep};
   if (keep) entry.pending = start_background_tuning(family, spec, bucket, problem, device);
   return entry;
 }
@@ -110,7 +111,7 @@ Launchable launchable_for(const AttnProblem& problem, const AttnTensors& t, Stre
       key, [&] { return first_call(problem, t, stream, device); },
       [&](const Json& winner) {
         const AttentionFamily& family = attention_family_for(problem, device.target);
-        return Launchable{&family, load_plan(family, problem, winner, device.target)};
+        return Launchable{family, load_plan(family, problem, winner, device.target), winner};
       },
       // Loading the winner could make driver calls a capture forbids: swap after it.
       [&] { return !stream_is_capturing(stream); });

@@ -2,6 +2,9 @@
 // batch's plan (varlen_plan.cpp) takes too: the device checks, the call's
 // tensors, and the tuned, loaded plan of a problem.
 #pragma once
+#include <memory>
+#include <string>
+
 #include "jit/attention.h"
 #include "jit/attention/attention_family.h"
 #include "jit/attention/attention_problem.h"
@@ -32,6 +35,15 @@ AttnTensors checked_varlen_tensors(const AttnProblem& problem, const TensorView&
 struct Launchable {
   const AttentionFamily* family;
   AttnPlan plan;
+  // What the plan was made from (a pointer: the hot path copies a Launchable
+  // on every call, and only a plan's description reads it).
+  std::shared_ptr<const Json> config;
+
+  Launchable(const AttentionFamily& f, AttnPlan p, const Json& c)
+      : family(&f), plan(p), config(std::make_shared<const Json>(c)) {}
+  std::string variant_name(const AttnProblem& problem) const {
+    return family->variant_name(family->spec_for(problem), *config);
+  }
 };
 Launchable launchable_for(const AttnProblem& problem, const AttnTensors& t, Stream stream, const DeviceInfo& device);
 

@@ -1,5 +1,7 @@
 // A ragged batch's plan (jit/varlen.h): the tile list made once per step by
 // prepare(), the attention kernel alone in each run().
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "jit/attention/call_path.h"
@@ -16,7 +18,7 @@ struct VarlenAttentionPlan::Impl {
   detail::AttnProblem problem;
   VarlenBatch batch;         // the composition: its counts (prepare's pointers may differ)
   AttentionOptions options;  // causal, align and scale; a run brings the rest
-  detail::Launchable launchable{};
+  std::optional<detail::Launchable> launchable;  // none for an empty batch: nothing is launched
   DeviceBuffer workspace;
   CUcontext context = nullptr;
 
@@ -83,7 +85,7 @@ VarlenAttentionPlan plan_attention_varlen(const TensorView& q, const TensorView&
     const detail::AttnTensors t =
         detail::checked_varlen_tensors(impl->problem, q, k, v, out, batch, options, device);
     impl->launchable = detail::launchable_for(impl->problem, t, options.stream, device);
-    impl->workspace = DeviceBuffer(impl->launchable.plan.workspace_bytes);
+    impl->workspace = DeviceBuffer(impl->launchable->plan.workspace_bytes);
   }
   plan.impl_ = std::move(impl);
   return plan;
@@ -98,7 +100,7 @@ void VarlenAttentionPlan::prepare(const VarlenBatch& batch, Stream stream) const
   detail::check_varlen_placement(batch, device);
   const detail::AttnTensors t = prefix_sums_only(batch);
   if (detail::knobs().check) detail::check_varlen_contents(impl.problem, t, stream);
-  detail::launch_varlen_prepare(impl.launchable.plan.steps[0], impl.problem, t, impl.workspace.data(), stream);
+  detail::launch_varlen_prepare(impl.launchable->plan.steps[0], impl.problem, t, impl.workspace.data(), stream);
 }
 
 void VarlenAttentionPlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -120,9 +122,24 @@ void VarlenAttentionPlan::run(const TensorView& q, const TensorView& k, const Te
   // The tile list is in the workspace already: the prefix sums are not read.
   detail::AttnTensors t = detail::tensors_of(problem, q, k, v, out, options);
   t.varlen_tiles_ready = true;
-  impl.launchable.family->launch(impl.launchable.plan, problem, t, impl.workspace.data(), run.stream);
+  impl.launchable->family->launch(impl.launchable->plan, problem, t, impl.workspace.data(), run.stream);
 }
 
 std::size_t VarlenAttentionPlan::workspace_bytes() const { return impl_of(impl_).workspace.size(); }
+
+std::string VarlenAttentionPlan::family() const {
+  const Impl& impl = impl_of(impl_);
+  return impl.launchable ? impl.launchable->family->name() : std::string();
+}
+
+std::string VarlenAttentionPlan::variant() const {
+  const Impl& impl = impl_of(impl_);
+  return impl.launchable ? impl.launchable->variant_name(impl.problem) : std::string();
+}
+
+Json VarlenAttentionPlan::config() const {
+  const Impl& impl = impl_of(impl_);
+  return impl.launchable ? *impl.launchable->config : Json::object();
+}
 
 }  // namespace jit

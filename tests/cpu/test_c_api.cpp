@@ -518,6 +518,12 @@ TEST(CApi, VarlenPlanNullArgumentsAreInvalidArgumentsNamingThem) {
   EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
   EXPECT_EQ(cujit_varlen_plan_run(nullptr, &a.q, &a.k, &a.v, &a.out, nullptr), CUJIT_INVALID_ARGUMENT);
   EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  std::size_t bytes = 1;
+  EXPECT_EQ(cujit_varlen_plan_workspace_bytes(nullptr, &bytes), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  char name[8];
+  EXPECT_EQ(cujit_varlen_plan_describe(nullptr, name, sizeof(name)), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
   cujit_varlen_plan_destroy(nullptr);  // a no-op
 }
 
@@ -533,6 +539,16 @@ TEST(CApi, VarlenPlanOfAnEmptyBatchChecksItsRuns) {
   ASSERT_EQ(cujit_varlen_plan_create(&a.q, &a.k, &a.v, &a.out, &a.batch, &causal, &plan), CUJIT_OK)
       << cujit_last_error();
   ASSERT_NE(plan, nullptr);
+  // Nothing is launched: no tile list, no variant.
+  std::size_t bytes = 1;
+  EXPECT_EQ(cujit_varlen_plan_workspace_bytes(plan, &bytes), CUJIT_OK) << cujit_last_error();
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_EQ(cujit_varlen_plan_workspace_bytes(plan, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("bytes is NULL")) << cujit_last_error();
+  char name[8] = "stale";
+  EXPECT_EQ(cujit_varlen_plan_describe(plan, name, sizeof(name)), CUJIT_OK) << cujit_last_error();
+  EXPECT_STREQ(name, "");
+  EXPECT_EQ(cujit_varlen_plan_describe(plan, nullptr, 8), CUJIT_INVALID_ARGUMENT);
   EXPECT_EQ(cujit_varlen_plan_prepare(plan, &a.batch, nullptr), CUJIT_OK) << cujit_last_error();
   EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, &causal), CUJIT_OK) << cujit_last_error();
   EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, nullptr), CUJIT_INVALID_ARGUMENT);

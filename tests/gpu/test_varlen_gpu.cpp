@@ -554,6 +554,12 @@ TEST(VarlenPlan, RunsEveryLayerOverOnePreparedList) {
   for (int i = 0; i < 3; ++i) layers.push_back(make_run(c, rng));
   const jit::VarlenAttentionPlan plan = plan_for(c, layers[0]);
   EXPECT_GT(plan.workspace_bytes(), 0u);
+  // What it launches, by name: a ragged variant of its own family, and the
+  // config that variant was made with.
+  const std::string family = plan.family(), variant = plan.variant();
+  EXPECT_EQ(variant.rfind(family, 0), 0u) << family << " / " << variant;
+  EXPECT_NE(variant.find("_varlen"), std::string::npos) << variant;
+  EXPECT_TRUE(plan.config().is_object() && plan.config().contains("bm")) << plan.config().dump();
   plan.prepare(layers[0].batch);
   for (VarlenRun& r : layers) plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run_options(c, r));
   synchronize();

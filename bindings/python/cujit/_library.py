@@ -75,6 +75,8 @@ def _declare(lib):
         "cujit_varlen_plan_create": [P(s.Tensor)] * 4 + [P(s.VarlenBatch), P(s.Options), P(ctypes.c_void_p)],
         "cujit_varlen_plan_prepare": [ctypes.c_void_p, P(s.VarlenBatch), ctypes.c_void_p],
         "cujit_varlen_plan_run": [ctypes.c_void_p] + [P(s.Tensor)] * 4 + [P(s.Options)],
+        "cujit_varlen_plan_workspace_bytes": [ctypes.c_void_p, P(ctypes.c_size_t)],
+        "cujit_varlen_plan_describe": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t],
         "cujit_attention_with_kvcache": [P(s.Tensor), P(s.KvCache), P(s.Tensor), P(s.KvOptions), P(s.KvRunOptions)],
         "cujit_kv_plan_create": [P(s.KvShape), P(s.KvOptions), ctypes.c_void_p, P(ctypes.c_void_p)],
         "cujit_kv_plan_run": [ctypes.c_void_p, P(s.Tensor), P(s.KvCache), P(s.Tensor), P(s.KvRunOptions)],

@@ -5,7 +5,7 @@ these in bindings/python/test_cujit_layout.py (no torch or GPU needed).
 """
 import ctypes
 
-ABI_VERSION = 3  # CUJIT_C_ABI_VERSION in bindings/c/cujit_c.h
+ABI_VERSION = 4  # CUJIT_C_ABI_VERSION in bindings/c/cujit_c.h
 DTYPE_CODES = {"float16": 0, "bfloat16": 1, "float8_e4m3fn": 2, "float8_e5m2": 3}  # cujit_dtype, by torch dtype name
 INVALID_ARGUMENT, UNSUPPORTED = 1, 2  # cujit_status
 

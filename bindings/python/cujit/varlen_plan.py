@@ -9,7 +9,7 @@ import ctypes
 import torch
 
 from . import _structs, _views
-from ._library import CujitError, library
+from ._library import CujitError, check, library
 from .ops import (_like_q, _varlen, _varlen_lse_shape, _varlen_plan_prepare_impl, _varlen_plan_run_impl, call,
                   refuse_grad)
 
@@ -64,6 +64,11 @@ class VarlenPlan:
         self.scale = None if scale is None else float(scale)
         # Stands for the tile list in torch's dependency tracking (ops.py, cujit::varlen_plan_prepare).
         self._token = torch.zeros(1, dtype=torch.int32, device=self.device)
+        bytes_, name = ctypes.c_size_t(), ctypes.create_string_buffer(256)
+        check(self._lib.cujit_varlen_plan_workspace_bytes(handle, ctypes.byref(bytes_)))
+        check(self._lib.cujit_varlen_plan_describe(handle, name, ctypes.sizeof(name)))
+        self.workspace_bytes = bytes_.value  # device memory the plan holds for its tile list
+        self.variant = name.value.decode()  # "family/variant" of each run's kernel ("" if nothing is launched)
 
     def prepare(self, cu_seqlens_q, cu_seqlens_k):
         """Lists the tiles of the batch these prefix sums describe (one small kernel on the current stream),
