@@ -226,13 +226,16 @@ TEST(CApi, KvUnknownDtypeIsAnInvalidArgumentNamingIt) {
 }
 
 // CUJIT_E5M2 is a cache's dtype: q in it is refused by name; a cache in it
-// passes the shape's checks (and then needs a device).
+// passes the shape's checks (and then needs a device: the GPU suite plans
+// and runs such caches where there is one).
 TEST(CApi, E5m2IsACacheDtype) {
   cujit_kv_shape shape = decode_shape();
   shape.kv_dtype = CUJIT_E5M2;
   cujit_kv_plan* plan = nullptr;
-  EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_NO_DEVICE) << cujit_last_error();
-  EXPECT_EQ(plan, nullptr);
+  if (!jit::gpu_present()) {
+    EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_NO_DEVICE) << cujit_last_error();
+    EXPECT_EQ(plan, nullptr);
+  }
   shape.dtype = CUJIT_E5M2;
   EXPECT_EQ(cujit_kv_plan_create(&shape, nullptr, nullptr, &plan), CUJIT_INVALID_ARGUMENT);
   EXPECT_TRUE(has("shape.dtype (q's and out's) is e5m2")) << cujit_last_error();
@@ -423,6 +426,7 @@ TEST(CApi, Fp8RaggedBatchPassesItsChecksWithItsDescales) {
   a.out.dtype = CUJIT_BF16;
   EXPECT_EQ(a.call(), CUJIT_INVALID_ARGUMENT);
   EXPECT_TRUE(has("options.descale.q is null")) << cujit_last_error();
+  if (jit::gpu_present()) return;  // the fake pointers here must not reach it
   const cujit_options options = Fp8Args::descaled();
   EXPECT_EQ(a.call(&options), CUJIT_NO_DEVICE) << cujit_last_error();  // valid: only the GPU is missing
 }
