@@ -19,7 +19,7 @@
 extern "C" {
 #endif
 
-/* Bumped when a struct below changes layout; callers check it. */
+/* Bumped when a struct below changes layout or a function is added; callers check it. */
 #define CUJIT_C_ABI_VERSION 4
 CUJIT_C_API int cujit_c_abi_version(void);
 
