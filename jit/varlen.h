@@ -58,6 +58,9 @@ struct VarlenRunOptions {
   float* lse = nullptr;
   /// Required when q, k and v are e4m3: per sequence, as attention_varlen.
   Fp8Descale descale;
+  /// The memory a prepare() listed the tiles into (its `workspace`), or
+  /// nullptr for the plan's own.
+  void* workspace = nullptr;
 };
 
 /// A ragged batch's launches, made once per batch composition and run for
@@ -71,9 +74,10 @@ struct VarlenRunOptions {
 ///     plan.prepare(batch, stream);           // once the step's cu_seqlens are on the device
 ///     for (auto& layer : layers) plan.run(layer.q, layer.k, layer.v, layer.out, {stream});
 ///
-/// A run uses the list of the last prepare() before it in stream order: runs
-/// and prepares of one plan go on one stream (or are ordered by events), and
-/// prepare() again whenever the prefix sums change. A list made from other
+/// A run uses the list of the last prepare() into the same workspace before
+/// it in stream order: runs and prepares of one plan and workspace go on one
+/// stream (or are ordered by events), and prepare() again whenever the
+/// prefix sums change. A list made from other
 /// prefix sums gives that batch's result, never an access outside the
 /// tensors (the list is clamped to them, as attention_varlen's is).
 class VarlenAttentionPlan {
@@ -84,10 +88,14 @@ class VarlenAttentionPlan {
   VarlenAttentionPlan& operator=(VarlenAttentionPlan&&) noexcept;
 
   /// Lists the tiles of `batch` (one small kernel on `stream` that reads its
-  /// prefix sums) into the plan's workspace. batch.batch and the maxima must
-  /// be the plan's; the pointers may differ. Under CUJIT_CHECK=1 the prefix
-  /// sums are checked first, as attention_varlen does.
-  void prepare(const VarlenBatch& batch, Stream stream = nullptr) const;
+  /// prefix sums) into `workspace`: device memory of at least
+  /// workspace_bytes(), 16-byte aligned, that the runs over this list then
+  /// name too, or nullptr for the plan's own. batch.batch and the maxima
+  /// must be the plan's; the pointers may differ. Under CUJIT_CHECK=1 the
+  /// prefix sums are checked first, as attention_varlen does. A workspace of
+  /// the caller's lets one plan keep several lists (one per stream, or per
+  /// batch in flight) in memory from the caller's allocator.
+  void prepare(const VarlenBatch& batch, Stream stream = nullptr, void* workspace = nullptr) const;
 
   /// o = attention over the listed batch for one layer: q, k, v and out with
   /// the plan's shapes and element types (any data and strides, contiguous
@@ -96,7 +104,8 @@ class VarlenAttentionPlan {
   void run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
            const VarlenRunOptions& run = {}) const;
 
-  /// Device memory the plan holds for its tile list.
+  /// Device memory the plan holds for its tile list, and that a caller's
+  /// workspace must have.
   std::size_t workspace_bytes() const;
   /// The kernel family and variant each run launches, and its config (as
   /// jit::plan_attention reports them); empty for a batch with nothing to

@@ -137,7 +137,17 @@ CUJIT_C_API cujit_status cujit_varlen_plan_prepare(const cujit_varlen_plan* plan
 CUJIT_C_API cujit_status cujit_varlen_plan_run(const cujit_varlen_plan* plan, const cujit_tensor* q,
                                                const cujit_tensor* k, const cujit_tensor* v, const cujit_tensor* out,
                                                const cujit_options* options);
-/* Device memory the plan holds for its tile list. */
+/* The same two with the tile list in `workspace` (device memory of at least
+ * cujit_varlen_plan_workspace_bytes, 16-byte aligned; NULL: the plan's own):
+ * a run names the workspace its prepare listed into. One plan can so keep a
+ * list per stream, in memory from the caller's allocator. */
+CUJIT_C_API cujit_status cujit_varlen_plan_prepare_in(const cujit_varlen_plan* plan, const cujit_varlen_batch* batch,
+                                                      void* stream, void* workspace);
+CUJIT_C_API cujit_status cujit_varlen_plan_run_in(const cujit_varlen_plan* plan, const cujit_tensor* q,
+                                                  const cujit_tensor* k, const cujit_tensor* v,
+                                                  const cujit_tensor* out, const cujit_options* options,
+                                                  void* workspace);
+/* Device memory the plan holds for its tile list (and a workspace needs). */
 CUJIT_C_API cujit_status cujit_varlen_plan_workspace_bytes(const cujit_varlen_plan* plan, size_t* bytes);
 /* "family/variant" of the attention kernel each run launches into buffer
  * (truncated to size - 1); "" for a batch with nothing to compute. */

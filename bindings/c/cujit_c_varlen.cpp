@@ -42,7 +42,7 @@ const cujit_varlen_plan& plan_of(const cujit_varlen_plan* plan) {
 
 // A run's options: the stream, LSE and descale factors of `o`, whose mask
 // and scale must be the plan's (the C struct carries them on every call).
-jit::VarlenRunOptions run_of(const cujit_varlen_plan& plan, const cujit_options* o) {
+jit::VarlenRunOptions run_of(const cujit_varlen_plan& plan, const cujit_options* o, void* workspace) {
   const jit::AttentionOptions given = cujit_c::attention_options_of(o);
   const jit::AttentionOptions& made = plan.options;
   const bool same_mask = given.causal == made.causal && (!made.causal || given.align == made.align);
@@ -54,7 +54,7 @@ jit::VarlenRunOptions run_of(const cujit_varlen_plan& plan, const cujit_options*
                                  given.scale.value_or(0.f), int(made.causal),
                                  int(made.align == jit::CausalAlign::BottomRight), made.scale.value_or(0.f)));
   }
-  return {given.stream, given.lse, given.descale};
+  return {given.stream, given.lse, given.descale, workspace};
 }
 
 }  // namespace
@@ -87,15 +87,27 @@ cujit_status cujit_varlen_plan_create(const cujit_tensor* q, const cujit_tensor*
 }
 
 cujit_status cujit_varlen_plan_prepare(const cujit_varlen_plan* plan, const cujit_varlen_batch* batch, void* stream) {
-  return cujit_c::guarded([&] { plan_of(plan).plan.prepare(batch_of(batch), static_cast<jit::Stream>(stream)); });
+  return cujit_varlen_plan_prepare_in(plan, batch, stream, nullptr);
+}
+
+cujit_status cujit_varlen_plan_prepare_in(const cujit_varlen_plan* plan, const cujit_varlen_batch* batch,
+                                          void* stream, void* workspace) {
+  return cujit_c::guarded(
+      [&] { plan_of(plan).plan.prepare(batch_of(batch), static_cast<jit::Stream>(stream), workspace); });
 }
 
 cujit_status cujit_varlen_plan_run(const cujit_varlen_plan* plan, const cujit_tensor* q, const cujit_tensor* k,
                                    const cujit_tensor* v, const cujit_tensor* out, const cujit_options* options) {
+  return cujit_varlen_plan_run_in(plan, q, k, v, out, options, nullptr);
+}
+
+cujit_status cujit_varlen_plan_run_in(const cujit_varlen_plan* plan, const cujit_tensor* q, const cujit_tensor* k,
+                                      const cujit_tensor* v, const cujit_tensor* out, const cujit_options* options,
+                                      void* workspace) {
   using cujit_c::view_of;
   return cujit_c::guarded([&] {
     const cujit_varlen_plan& p = plan_of(plan);
-    p.plan.run(view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(out, "out"), run_of(p, options));
+    p.plan.run(view_of(q, "q"), view_of(k, "k"), view_of(v, "v"), view_of(out, "out"), run_of(p, options, workspace));
   });
 }
 

@@ -1,5 +1,6 @@
 // A ragged batch's plan (jit/varlen.h): the tile list made once per step by
 // prepare(), the attention kernel alone in each run().
+#include <cstdint>
 #include <optional>
 
 #include <fmt/format.h>
@@ -62,6 +63,20 @@ void check_same_composition(const VarlenBatch& plan, const VarlenBatch& given) {
   detail::check_prefix_sum_pointers(given);
 }
 
+// The tile list's memory for a prepare or a run: the caller's `given`
+// (named `name` in errors), checked, or the plan's own.
+void* list_memory(const VarlenAttentionPlan::Impl& impl, void* given, const char* name,
+                  const detail::DeviceInfo& device) {
+  if (given == nullptr) return impl.workspace.data();
+  if (reinterpret_cast<std::uintptr_t>(given) % 16 != 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{} must be 16-byte aligned; its address is {} (nullptr uses the plan's own)", name,
+                            given));
+  }
+  detail::check_pointer_placement(name, given, device);
+  return given;
+}
+
 }  // namespace
 
 VarlenAttentionPlan::VarlenAttentionPlan() = default;
@@ -91,16 +106,17 @@ VarlenAttentionPlan plan_attention_varlen(const TensorView& q, const TensorView&
   return plan;
 }
 
-void VarlenAttentionPlan::prepare(const VarlenBatch& batch, Stream stream) const {
+void VarlenAttentionPlan::prepare(const VarlenBatch& batch, Stream stream, void* workspace) const {
   const Impl& impl = impl_of(impl_);
   if (impl.problem.empty()) return;
   check_same_composition(impl.batch, batch);
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_plan_context(impl.context, device);
   detail::check_varlen_placement(batch, device);
+  void* list = list_memory(impl, workspace, "workspace", device);
   const detail::AttnTensors t = prefix_sums_only(batch);
   if (detail::knobs().check) detail::check_varlen_contents(impl.problem, t, stream);
-  detail::launch_varlen_prepare(impl.launchable->plan.steps[0], impl.problem, t, impl.workspace.data(), stream);
+  detail::launch_varlen_prepare(impl.launchable->plan.steps[0], impl.problem, t, list, stream);
 }
 
 void VarlenAttentionPlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -119,10 +135,11 @@ void VarlenAttentionPlan::run(const TensorView& q, const TensorView& k, const Te
   const detail::DeviceInfo& device = detail::current_device();
   detail::check_plan_context(impl.context, device);
   detail::check_on_device(problem, q, k, v, out, options, device);
+  void* list = list_memory(impl, run.workspace, "run.workspace", device);
   // The tile list is in the workspace already: the prefix sums are not read.
   detail::AttnTensors t = detail::tensors_of(problem, q, k, v, out, options);
   t.varlen_tiles_ready = true;
-  impl.launchable->family->launch(impl.launchable->plan, problem, t, impl.workspace.data(), run.stream);
+  impl.launchable->family->launch(impl.launchable->plan, problem, t, list, run.stream);
 }
 
 std::size_t VarlenAttentionPlan::workspace_bytes() const { return impl_of(impl_).workspace.size(); }

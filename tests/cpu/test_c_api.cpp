@@ -522,6 +522,10 @@ TEST(CApi, VarlenPlanNullArgumentsAreInvalidArgumentsNamingThem) {
   EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
   EXPECT_EQ(cujit_varlen_plan_run(nullptr, &a.q, &a.k, &a.v, &a.out, nullptr), CUJIT_INVALID_ARGUMENT);
   EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_prepare_in(nullptr, &a.batch, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_run_in(nullptr, &a.q, &a.k, &a.v, &a.out, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
   std::size_t bytes = 1;
   EXPECT_EQ(cujit_varlen_plan_workspace_bytes(nullptr, &bytes), CUJIT_INVALID_ARGUMENT);
   EXPECT_TRUE(has("plan is NULL")) << cujit_last_error();
@@ -555,6 +559,11 @@ TEST(CApi, VarlenPlanOfAnEmptyBatchChecksItsRuns) {
   EXPECT_EQ(cujit_varlen_plan_describe(plan, nullptr, 8), CUJIT_INVALID_ARGUMENT);
   EXPECT_EQ(cujit_varlen_plan_prepare(plan, &a.batch, nullptr), CUJIT_OK) << cujit_last_error();
   EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, &causal), CUJIT_OK) << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_prepare_in(plan, &a.batch, nullptr, nullptr), CUJIT_OK) << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_run_in(plan, &a.q, &a.k, &a.v, &a.out, &causal, nullptr), CUJIT_OK)
+      << cujit_last_error();
+  EXPECT_EQ(cujit_varlen_plan_run_in(plan, &a.q, &a.k, &a.v, &a.out, nullptr, nullptr), CUJIT_INVALID_ARGUMENT);
+  EXPECT_TRUE(has("not the plan's")) << cujit_last_error();
   EXPECT_EQ(cujit_varlen_plan_run(plan, &a.q, &a.k, &a.v, &a.out, nullptr), CUJIT_INVALID_ARGUMENT);
   EXPECT_TRUE(has("not the plan's")) << cujit_last_error();
   cujit_options top_left = causal;

@@ -535,7 +535,7 @@ jit::VarlenAttentionPlan plan_for(const VarlenCase& c, const VarlenRun& r) {
 }
 
 jit::VarlenRunOptions run_options(const VarlenCase& c, const VarlenRun& r, jit::Stream stream = nullptr) {
-  return {stream, c.lse ? static_cast<float*>(r.lse.data()) : nullptr, {}};
+  return {stream, c.lse ? static_cast<float*>(r.lse.data()) : nullptr, {}, nullptr};
 }
 
 // Three layers of one step: each its own q, k, v, out and prefix-sum buffers,
@@ -616,6 +616,72 @@ TEST(VarlenPlan, PrepareAgainFollowsNewPrefixSums) {
   poison(r.lse.data(), r.lse.size());
   captured.replay();
   expect_matches(c, r, packed_reference(c, r));
+}
+
+// Workspaces of the caller's: one plan keeps two lists, for two batches of
+// its composition, each prepared into its own memory and run from it in
+// turn. Each run matches its batch, and bitwise the plan's own list's run.
+TEST(VarlenPlan, KeepsAListInEachOfTheCallersWorkspaces) {
+  CUJIT_REQUIRE_GPU();
+  VarlenCase c;
+  c.lens_q = c.lens_k = {100, 640, 260};
+  VarlenCase moved = c;  // the same composition: 3 sequences, longest 640, 1000 rows
+  moved.lens_q = moved.lens_k = {640, 300, 60};
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  VarlenRun a = make_run(c, rng), b = make_run(moved, rng);
+  const jit::VarlenAttentionPlan plan = plan_for(c, a);
+  jit::DeviceBuffer list_a(plan.workspace_bytes()), list_b(plan.workspace_bytes());
+  plan.prepare(a.batch, nullptr, list_a.data());
+  plan.prepare(b.batch, nullptr, list_b.data());
+  jit::VarlenRunOptions run_a = run_options(c, a), run_b = run_options(moved, b);
+  run_a.workspace = list_a.data();
+  run_b.workspace = list_b.data();
+  plan.run(b.dq.view, b.dk.view, b.dv.view, b.out.view, run_b);
+  plan.run(a.dq.view, a.dk.view, a.dv.view, a.out.view, run_a);
+  synchronize();
+  expect_matches(c, a, packed_reference(c, a));
+  expect_matches(moved, b, packed_reference(moved, b));
+  const std::vector<std::uint16_t> from_a = download_storage(a.out);
+  poison(a.out.buffer.data(), a.out.buffer.size());
+  plan.prepare(a.batch);
+  plan.run(a.dq.view, a.dk.view, a.dv.view, a.out.view, run_options(c, a));
+  synchronize();
+  EXPECT_EQ(download_storage(a.out), from_a) << "the caller's workspace and the plan's own differ";
+}
+
+// A workspace that is not 16-byte aligned or not this GPU's memory is refused
+// by name, by prepare and by run, before any launch.
+TEST(VarlenPlan, RefusesAMisalignedOrHostWorkspace) {
+  CUJIT_REQUIRE_GPU();
+  VarlenCase c;
+  c.lens_q = c.lens_k = {100, 200};
+  TestRng rng;
+  VarlenRun r = make_run(c, rng);
+  const jit::VarlenAttentionPlan plan = plan_for(c, r);
+  jit::DeviceBuffer list(plan.workspace_bytes() + 16);
+  void* misaligned = static_cast<char*>(list.data()) + 8;
+  std::vector<std::uint64_t> host(plan.workspace_bytes() / 8 + 2);  // 8-byte aligned at least
+  void* on_host = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(host.data()) + 15) & ~std::uintptr_t{15});
+  auto expect_refused = [](const std::function<void()>& call, const std::string& named) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted: " << named;
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  expect_refused([&] { plan.prepare(r.batch, nullptr, misaligned); }, "workspace must be 16-byte aligned");
+  expect_refused([&] { plan.prepare(r.batch, nullptr, on_host); }, "workspace at ");
+  jit::VarlenRunOptions run = run_options(c, r);
+  run.workspace = misaligned;
+  expect_refused([&] { plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run); },
+                 "run.workspace must be 16-byte aligned");
+  run.workspace = on_host;
+  expect_refused([&] { plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run); }, "run.workspace at ");
+  synchronize();
+  for (std::uint16_t bits : download_storage(r.out)) ASSERT_EQ(bits, kPoison16) << "a refused call wrote the output";
 }
 
 TEST(VarlenPlan, RefusesAnotherCompositionOtherTensorsOrHostPrefixSums) {
