@@ -77,9 +77,9 @@ struct VarlenRunOptions {
 /// A run uses the list of the last prepare() into the same workspace before
 /// it in stream order: runs and prepares of one plan and workspace go on one
 /// stream (or are ordered by events), and prepare() again whenever the
-/// prefix sums change. A list made from other
-/// prefix sums gives that batch's result, never an access outside the
-/// tensors (the list is clamped to them, as attention_varlen's is).
+/// prefix sums change. A list made from other prefix sums gives that batch's
+/// result, never an access outside the tensors (the list is clamped to them,
+/// as attention_varlen's is).
 class VarlenAttentionPlan {
  public:
   VarlenAttentionPlan();
