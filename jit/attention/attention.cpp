@@ -63,7 +63,10 @@ Prepared prepare(const detail::AttnProblem& problem, const detail::AttnTensors& 
 // The hot path: the plan (kernels, launch geometry, scheduler facts) of an
 // exact problem seen before on this context (detail::ShapeKey), so a repeated
 // call skips tune-key hashing and JSON.
-using detail::Launchable;
+struct Launchable {
+  const detail::AttentionFamily* family;
+  detail::AttnPlan plan;
+};
 using ShapeTable = autotune::ServedTable<detail::ShapeKey, Launchable, detail::ShapeKeyHash>;
 
 ShapeTable& shape_table() {
@@ -82,39 +85,47 @@ ShapeTable::Entry first_call(const detail::AttnProblem& problem, const detail::A
   // A config chosen during graph capture was not tuned: do not pin it.
   const bool keep = !detail::stream_is_capturing(stream);
   if (!tunes_in_background(problem)) {
-    const Prepared p = prepare(problem, t, stream, device.target);
-    return {{*p.family, detail::load_plan(*p.family, problem, p.config, device.target), p.config}, nullptr, keep};
+    const detail::ChosenPlan chosen = detail::chosen_plan(problem, t, stream, device);
+    return {{chosen.family, chosen.plan}, nullptr, keep};
   }
   const detail::AttentionFamily& family = detail::attention_family_for(problem, device.target);
   const Json spec = family.spec_for(problem);
   const Json bucket = family.bucket(problem);
   if (std::optional<Json> known = detail::known_config(family, spec, bucket, stream)) {
-    return {{family, detail::load_plan(family, problem, *known, device.target), *known}, nullptr, keep};
+    return {{&family, detail::load_plan(family, problem, *known, device.target)}, nullptr, keep};
   }
   // Serve this call on a default config (one compile, of the family quickest
   // to compile), then tune behind it; the winner replaces it when ready.
   const detail::AttentionFamily& stopgap = detail::first_call_family_for(problem, device.target);
   const Json fallback = stopgap.default_config(stopgap.spec_for(problem), device.target);
-  ShapeTable::Entry entry{{stopgap, detail::load_plan(stopgap, problem, fallback, device.target), fallback}, nullptr,
-                          keep};
+  ShapeTable::Entry entry{{&stopgap, detail::load_plan(stopgap, problem, fallback, device.target)}, nullptr, keep};
   if (keep) entry.pending = start_background_tuning(family, spec, bucket, problem, device);
   return entry;
+}
+
+// A problem's family and loaded plan (steps 3-5): from the table of exact
+// problems seen on this context, else chosen (tuning on the first call of a
+// shape class, on `stream`, with `t`'s inputs) and kept.
+Launchable launchable_for(const detail::AttnProblem& problem, const detail::AttnTensors& t, Stream stream,
+                          const detail::DeviceInfo& device) {
+  const detail::ShapeKey key{device.context, problem};
+  return shape_table().get(
+      key, [&] { return first_call(problem, t, stream, device); },
+      [&](const Json& winner) {
+        const detail::AttentionFamily& family = detail::attention_family_for(problem, device.target);
+        return Launchable{&family, detail::load_plan(family, problem, winner, device.target)};
+      },
+      // Loading the winner could make driver calls a capture forbids: swap after it.
+      [&] { return !detail::stream_is_capturing(stream); });
 }
 
 }  // namespace
 
 namespace detail {
 
-Launchable launchable_for(const AttnProblem& problem, const AttnTensors& t, Stream stream, const DeviceInfo& device) {
-  const ShapeKey key{device.context, problem};
-  return shape_table().get(
-      key, [&] { return first_call(problem, t, stream, device); },
-      [&](const Json& winner) {
-        const AttentionFamily& family = attention_family_for(problem, device.target);
-        return Launchable{family, load_plan(family, problem, winner, device.target), winner};
-      },
-      // Loading the winner could make driver calls a capture forbids: swap after it.
-      [&] { return !stream_is_capturing(stream); });
+ChosenPlan chosen_plan(const AttnProblem& problem, const AttnTensors& t, Stream stream, const DeviceInfo& device) {
+  const Prepared p = prepare(problem, t, stream, device.target);
+  return {p.family, p.config, load_plan(*p.family, problem, p.config, device.target)};
 }
 
 AttnTensors tensors_of(const AttnProblem& problem, const TensorView& q, const TensorView& k, const TensorView& v,
@@ -154,7 +165,6 @@ AttnTensors checked_varlen_tensors(const AttnProblem& problem, const TensorView&
 }  // namespace detail
 
 using detail::check_on_device;
-using detail::launchable_for;
 using detail::tensors_of;
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,

@@ -2,9 +2,6 @@
 // batch's plan (varlen_plan.cpp) takes too: the device checks, the call's
 // tensors, and the tuned, loaded plan of a problem.
 #pragma once
-#include <memory>
-#include <string>
-
 #include "jit/attention.h"
 #include "jit/attention/attention_family.h"
 #include "jit/attention/attention_problem.h"
@@ -29,22 +26,15 @@ AttnTensors checked_varlen_tensors(const AttnProblem& problem, const TensorView&
                                    const TensorView& v, const TensorView& out, const VarlenBatch& batch,
                                    const AttentionOptions& options, const DeviceInfo& device);
 
-// A problem's family and loaded plan (steps 3-5): from the table of exact
-// problems seen on this context, else chosen (tuning on the first call of a
-// shape class, on `stream`, with `t`'s inputs) and kept.
-struct Launchable {
+// A problem's family, config and loaded plan (steps 3-5), chosen as a first
+// call chooses them (tuning a new shape class on `stream` with `t`'s inputs)
+// but kept by the caller: what a plan object holds, with its config to name.
+// jit::attention's calls keep theirs in a table of exact problems.
+struct ChosenPlan {
   const AttentionFamily* family;
+  Json config;
   AttnPlan plan;
-  // What the plan was made from (a pointer: the hot path copies a Launchable
-  // on every call, and only a plan's description reads it).
-  std::shared_ptr<const Json> config;
-
-  Launchable(const AttentionFamily& f, AttnPlan p, const Json& c)
-      : family(&f), plan(p), config(std::make_shared<const Json>(c)) {}
-  std::string variant_name(const AttnProblem& problem) const {
-    return family->variant_name(family->spec_for(problem), *config);
-  }
 };
-Launchable launchable_for(const AttnProblem& problem, const AttnTensors& t, Stream stream, const DeviceInfo& device);
+ChosenPlan chosen_plan(const AttnProblem& problem, const AttnTensors& t, Stream stream, const DeviceInfo& device);
 
 }  // namespace jit::detail

@@ -19,7 +19,7 @@ struct VarlenAttentionPlan::Impl {
   detail::AttnProblem problem;
   VarlenBatch batch;         // the composition: its counts (prepare's pointers may differ)
   AttentionOptions options;  // causal, align and scale; a run brings the rest
-  std::optional<detail::Launchable> launchable;  // none for an empty batch: nothing is launched
+  std::optional<detail::ChosenPlan> chosen;  // none for an empty batch: nothing is launched
   DeviceBuffer workspace;
   CUcontext context = nullptr;
 
@@ -99,8 +99,8 @@ VarlenAttentionPlan plan_attention_varlen(const TensorView& q, const TensorView&
     impl->context = device.context;
     const detail::AttnTensors t =
         detail::checked_varlen_tensors(impl->problem, q, k, v, out, batch, options, device);
-    impl->launchable = detail::launchable_for(impl->problem, t, options.stream, device);
-    impl->workspace = DeviceBuffer(impl->launchable->plan.workspace_bytes);
+    impl->chosen = detail::chosen_plan(impl->problem, t, options.stream, device);
+    impl->workspace = DeviceBuffer(impl->chosen->plan.workspace_bytes);
   }
   plan.impl_ = std::move(impl);
   return plan;
@@ -116,7 +116,7 @@ void VarlenAttentionPlan::prepare(const VarlenBatch& batch, Stream stream, void*
   void* list = list_memory(impl, workspace, "workspace", device);
   const detail::AttnTensors t = prefix_sums_only(batch);
   if (detail::knobs().check) detail::check_varlen_contents(impl.problem, t, stream);
-  detail::launch_varlen_prepare(impl.launchable->plan.steps[0], impl.problem, t, list, stream);
+  detail::launch_varlen_prepare(impl.chosen->plan.steps[0], impl.problem, t, list, stream);
 }
 
 void VarlenAttentionPlan::run(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
@@ -139,24 +139,26 @@ void VarlenAttentionPlan::run(const TensorView& q, const TensorView& k, const Te
   // The tile list is in the workspace already: the prefix sums are not read.
   detail::AttnTensors t = detail::tensors_of(problem, q, k, v, out, options);
   t.varlen_tiles_ready = true;
-  impl.launchable->family->launch(impl.launchable->plan, problem, t, list, run.stream);
+  impl.chosen->family->launch(impl.chosen->plan, problem, t, list, run.stream);
 }
 
 std::size_t VarlenAttentionPlan::workspace_bytes() const { return impl_of(impl_).workspace.size(); }
 
 std::string VarlenAttentionPlan::family() const {
   const Impl& impl = impl_of(impl_);
-  return impl.launchable ? impl.launchable->family->name() : std::string();
+  return impl.chosen ? impl.chosen->family->name() : std::string();
 }
 
 std::string VarlenAttentionPlan::variant() const {
   const Impl& impl = impl_of(impl_);
-  return impl.launchable ? impl.launchable->variant_name(impl.problem) : std::string();
+  if (!impl.chosen) return {};
+  const detail::AttentionFamily& family = *impl.chosen->family;
+  return family.variant_name(family.spec_for(impl.problem), impl.chosen->config);
 }
 
 Json VarlenAttentionPlan::config() const {
   const Impl& impl = impl_of(impl_);
-  return impl.launchable ? *impl.launchable->config : Json::object();
+  return impl.chosen ? impl.chosen->config : Json::object();
 }
 
 }  // namespace jit

@@ -13,7 +13,7 @@
 
 #include "jit/attention/attention_problem.h"
 #include "jit/attention/fp8_checks.h"
-#include "expect_invalid.h"
+#include "tests/support/expect_invalid.h"
 #include "jit/error.h"
 #include "kernel_src/attention/attn_params.h"
 

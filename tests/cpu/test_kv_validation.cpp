@@ -12,7 +12,7 @@
 #include <string>
 
 #include "jit/attention/kv_validation.h"
-#include "expect_invalid.h"
+#include "tests/support/expect_invalid.h"
 #include "jit/error.h"
 
 namespace {

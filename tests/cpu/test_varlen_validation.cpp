@@ -12,7 +12,7 @@
 #include <string>
 
 #include "jit/attention/attention_problem.h"
-#include "expect_invalid.h"
+#include "tests/support/expect_invalid.h"
 #include "jit/error.h"
 #include "jit/varlen.h"
 #include "kernel_src/attention/attn_params.h"

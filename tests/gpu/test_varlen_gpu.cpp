@@ -30,6 +30,7 @@
 #include "jit/error.h"
 #include "jit/varlen.h"
 #include "reference_attention.h"
+#include "tests/support/expect_invalid.h"
 
 namespace cujit_test {
 namespace {
@@ -650,41 +651,10 @@ TEST(VarlenPlan, KeepsAListInEachOfTheCallersWorkspaces) {
   EXPECT_EQ(download_storage(a.out), from_a) << "the caller's workspace and the plan's own differ";
 }
 
-// A workspace that is not 16-byte aligned or not this GPU's memory is refused
-// by name, by prepare and by run, before any launch.
-TEST(VarlenPlan, RefusesAMisalignedOrHostWorkspace) {
-  CUJIT_REQUIRE_GPU();
-  VarlenCase c;
-  c.lens_q = c.lens_k = {100, 200};
-  TestRng rng;
-  VarlenRun r = make_run(c, rng);
-  const jit::VarlenAttentionPlan plan = plan_for(c, r);
-  jit::DeviceBuffer list(plan.workspace_bytes() + 16);
-  void* misaligned = static_cast<char*>(list.data()) + 8;
-  std::vector<std::uint64_t> host(plan.workspace_bytes() / 8 + 2);  // 8-byte aligned at least
-  void* on_host = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(host.data()) + 15) & ~std::uintptr_t{15});
-  auto expect_refused = [](const std::function<void()>& call, const std::string& named) {
-    try {
-      call();
-      ADD_FAILURE() << "accepted: " << named;
-    } catch (const jit::Error& e) {
-      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
-      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
-    }
-  };
-  expect_refused([&] { plan.prepare(r.batch, nullptr, misaligned); }, "workspace must be 16-byte aligned");
-  expect_refused([&] { plan.prepare(r.batch, nullptr, on_host); }, "workspace at ");
-  jit::VarlenRunOptions run = run_options(c, r);
-  run.workspace = misaligned;
-  expect_refused([&] { plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run); },
-                 "run.workspace must be 16-byte aligned");
-  run.workspace = on_host;
-  expect_refused([&] { plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run); }, "run.workspace at ");
-  synchronize();
-  for (std::uint16_t bits : download_storage(r.out)) ASSERT_EQ(bits, kPoison16) << "a refused call wrote the output";
-}
-
-TEST(VarlenPlan, RefusesAnotherCompositionOtherTensorsOrHostPrefixSums) {
+// Refused by name before any launch: another composition or other tensors
+// than the plan's, prefix sums in host memory, and a workspace that is not
+// 16-byte aligned or not this GPU's memory.
+TEST(VarlenPlan, RefusesAnotherCompositionOtherTensorsHostMemoryOrAMisalignedWorkspace) {
   CUJIT_REQUIRE_GPU();
   VarlenCase c;
   c.lens_q = c.lens_k = {100, 200};
@@ -711,23 +681,28 @@ TEST(VarlenPlan, RefusesAnotherCompositionOtherTensorsOrHostPrefixSums) {
   const std::vector<std::int32_t> host = prefix_sums(c.lens_q);
   jit::VarlenBatch on_host = r.batch;
   on_host.cu_seqlens_k = host.data();
-  auto expect_refused = [&](const std::function<void()>& call) {
-    try {
-      call();
-      ADD_FAILURE() << "host prefix sums were accepted";
-    } catch (const jit::Error& e) {
-      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument) << e.what();
-      EXPECT_NE(std::string(e.what()).find("batch.cu_seqlens_k at "), std::string::npos) << e.what();
-      EXPECT_NE(std::string(e.what()).find("not GPU memory"), std::string::npos) << e.what();
-    }
-  };
-  expect_refused([&] {
-    jit::attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host, options_of(c, r));
-  });
-  expect_refused([&] {
-    jit::plan_attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host, options_of(c, r));
-  });
-  expect_refused([&] { plan.prepare(on_host); });
+  const std::initializer_list<std::string> named = {"batch.cu_seqlens_k at ", "not GPU memory"};
+  expect_invalid(
+      [&] { jit::attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host, options_of(c, r)); },
+      named);
+  expect_invalid(
+      [&] { jit::plan_attention_varlen(r.dq.view, r.dk.view, r.dv.view, r.out.view, on_host, options_of(c, r)); },
+      named);
+  expect_invalid([&] { plan.prepare(on_host); }, named);
+
+  jit::DeviceBuffer list(plan.workspace_bytes() + 16);
+  void* misaligned = static_cast<char*>(list.data()) + 8;
+  std::vector<std::uint64_t> host_list(plan.workspace_bytes() / 8 + 2);  // 8-byte aligned at least
+  void* list_on_host =
+      reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(host_list.data()) + 15) & ~std::uintptr_t{15});
+  expect_invalid([&] { plan.prepare(r.batch, nullptr, misaligned); }, {"workspace must be 16-byte aligned"});
+  expect_invalid([&] { plan.prepare(r.batch, nullptr, list_on_host); }, {"workspace at "});
+  jit::VarlenRunOptions run = run_options(c, r);
+  run.workspace = misaligned;
+  expect_invalid([&] { plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run); },
+                 {"run.workspace must be 16-byte aligned"});
+  run.workspace = list_on_host;
+  expect_invalid([&] { plan.run(r.dq.view, r.dk.view, r.dv.view, r.out.view, run); }, {"run.workspace at "});
   synchronize();
   for (std::uint16_t bits : download_storage(r.out)) ASSERT_EQ(bits, kPoison16) << "a refused call wrote the output";
 }
