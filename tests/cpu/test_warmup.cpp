@@ -695,7 +695,7 @@ TEST(WarmupShapes, KvCacheShapeIsThePlansProblem) {
   EXPECT_EQ(family.name(), "attn_decode");
   const jit::detail::AttnSpec spec = family.spec_for(p);
   EXPECT_TRUE(spec.paged);
-  EXPECT_EQ(spec.block_m, 16);  // 4 query heads per KV head, 1 new row
+  EXPECT_EQ(spec.block_m, 8);  // 4 query heads per KV head, 1 new row: a block of 8
   EXPECT_FALSE(spec.fp8_kv);
   EXPECT_TRUE(spec.causal);
   ASSERT_EQ(family.companions(spec).size(), 1u);

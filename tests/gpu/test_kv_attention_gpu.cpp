@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "attention_check.h"
+#include "family_configs.h"
 #include "gpu_test_support.h"
 #include "jit/driver.h"
+#include "jit/attention/kv_validation.h"
 #include "jit/error.h"
 #include "jit/kernel_family.h"
 #include "jit/serving.h"
@@ -520,6 +522,57 @@ std::vector<KvCase> e5m2_cases() {
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(E5m2Cache, KvAttentionGpu, ::testing::ValuesIn(e5m2_cases()), param_name);
+
+// Every kept config of the decode family, each against the reference, on
+// blocks of 8 packed rows (keys as the MMA's rows: a GQA group of 4 or 8,
+// and 2 x 4 speculative rows) and one of 16, over 16-bit and FP8 caches,
+// paged and contiguous: every block size, warp count and ring depth meets
+// a length of 0, lengths past a block and, paged, pages out of order.
+class KvEveryConfigGpu : public ::testing::TestWithParam<KvCase> {
+ protected:
+  void SetUp() override { CUJIT_REQUIRE_GPU(); }
+};
+
+TEST_P(KvEveryConfigGpu, MatchesReference) {
+  const KvCase& c = GetParam();
+  TestRng rng;
+  SCOPED_TRACE(rng.describe());
+  const KvInputs in = make_kv_inputs(c, rng);
+  KvOutputs o = make_outputs(c);
+  const jit::detail::AttnProblem problem = jit::detail::kv_problem_of(shape_of(c), options_of(c));
+  const int configs = for_every_config(problem, [&](const jit::detail::AttentionFamily& family,
+                                                    const jit::detail::AttnPlan& plan, void* workspace) {
+    repoison(o);
+    jit::detail::AttnTensors tensors{in.dq.view,
+                                     in.cache.k,
+                                     in.cache.v,
+                                     o.out.view,
+                                     static_cast<float*>(o.lse.data()),
+                                     in.cache.block_table,
+                                     jit::detail::table_stride_of(in.cache),
+                                     in.cache.seq_lens};
+    tensors.k_descale = in.cache.k_descale;
+    tensors.v_descale = in.cache.v_descale;
+    tensors.descale_strides = jit::detail::descale_strides_of(problem, in.cache);
+    family.launch(plan, problem, tensors, workspace, nullptr);
+    synchronize();
+    expect_matches_reference(c, in, o);
+  });
+  EXPECT_GT(configs, 1) << "the decode family keeps more than one config for " << case_name(c);
+}
+
+std::vector<KvCase> every_config_cases() {
+  const std::vector<std::int64_t> lengths = {0, 1, 15, 17, 300, 1500};
+  KvCase gqa4 = paged_case(DType::f16, 8, 2, 128, 1, KvLayout::paged_vllm, 16, lengths, true);
+  KvCase gqa8_fp8 = fp8_case(paged_case(DType::bf16, 16, 2, 128, 1, KvLayout::contiguous_bshd, 0, lengths, false));
+  gqa8_fp8.cache.capacity = 1536;
+  KvCase speculative = paged_case(DType::bf16, 4, 2, 64, 4, KvLayout::paged_head_major, 7, lengths, true);
+  KvCase fp8_d64 = fp8_case(paged_case(DType::f16, 8, 2, 64, 1, KvLayout::paged_interleaved, 64, lengths, true),
+                            DType::e5m2);
+  KvCase rows16_fp8 = fp8_case(paged_case(DType::f16, 32, 2, 128, 1, KvLayout::paged_vllm, 16, lengths, true));
+  return {gqa4, gqa8_fp8, speculative, fp8_d64, rows16_fp8};
+}
+INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 
 // ---------------------------------------------------------------------------
 // The plan's contract

@@ -49,7 +49,11 @@ bool merges_in_clusters(const AttnSpec& s, const Target& target) {
 
 // Packed rows per CTA: the query heads sharing a KV head times the new rows,
 // rounded up to whole 16-row m-tiles, at most 64 (more rows take more CTAs).
+// Up to 8 rows (a GQA group of 8 or fewer, one new row each) take a block
+// of 8, whose warps compute with the keys as the MMA's rows
+// (attention/decode/keys_as_rows.cuh): half the padded rows of a 16-row tile.
 int block_m_for(std::int64_t packed_rows) {
+  if (packed_rows <= 8) return 8;
   if (packed_rows <= 16) return 16;
   if (packed_rows <= 32) return 32;
   return 64;
@@ -58,17 +62,19 @@ int block_m_for(std::int64_t packed_rows) {
 std::int64_t packed_rows(const AttnProblem& p) { return p.heads_q / std::max<std::int64_t>(p.heads_kv, 1) * p.seq_q; }
 
 // Registers per thread: the fp32 O (D / 2) and scores (keys per warp / 2), Q's
-// fragments when they stay in registers (D <= 128), and about 96 for
+// fragments when they stay in registers (D <= 128), each half as many for a
+// block of 8 rows (a warp's 8 rows against the 16 of the others), and about 96 for
 // addresses and the softmax (112 at D = 256, whose 16-byte chunks take more
 // load passes), from the ptxas reports. An FP8 cache read as bf16 goes
 // through f16 and f32 (no direct conversion): at D = 128 with 64 keys a
 // warp, ptxas takes all 255 registers and spills in 13 of 40 such variants
 // (sm_90a, sm_89), so those count as over.
 int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
-  const int key_warps = c.warps / (s.block_m / 16);
+  const int key_warps = c.warps / cujit::decode_row_warps(s.block_m);
   const int keys_per_warp = c.bn / key_warps;
   const int fp8_to_bf16 = s.fp8_kv && s.dtype == DType::bf16 ? 32 : 0;
-  return s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0) +
+  const int warp_rows = std::min(s.block_m, 16);
+  return (s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0)) * warp_rows / 16 +
          (s.head_dim > 128 ? 112 : 96) + fp8_to_bf16;
 }
 
@@ -115,7 +121,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const std::optional<DType> caches[] = {std::nullopt, DType::e4m3, DType::e5m2};  // 16-bit, FP8 formats
     for (const std::optional<DType> fp8 : caches)
       for (bool paged : {false, true})
-        for (int block_m : {16, 32, 64}) {
+        for (int block_m : {8, 16, 32, 64}) {
           AttnSpec s = base;
           s.fp8_kv = fp8.has_value();
           s.fp8_format = fp8.value_or(DType::e4m3);
@@ -159,8 +165,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (s.fp8_kv && fp8_needs_sm89(s.fp8_format) && target.cc < 89) {
       return fmt::format("an {} cache needs sm_89 or newer, not {}", kernel_dtype_name(s.fp8_format), target.arch);
     }
-    const int row_warps = s.block_m / 16;
-    if (s.block_m % 16 != 0 || row_warps < 1 || row_warps > 4) return fmt::format("BM {} is not 16..64", s.block_m);
+    if (s.block_m != 8 && (s.block_m % 16 != 0 || s.block_m < 16 || s.block_m > 64)) {
+      return fmt::format("BM {} is not 8, 16, 32, 48 or 64", s.block_m);
+    }
+    const int row_warps = cujit::decode_row_warps(s.block_m);
     if (c.warps % row_warps != 0) return fmt::format("{} warps do not tile {} rows of 16", c.warps, row_warps);
     const int key_warps = c.warps / row_warps;
     if (c.bn % (16 * key_warps) != 0) return fmt::format("BN {} is not 16 keys for each of {} warps", c.bn, key_warps);

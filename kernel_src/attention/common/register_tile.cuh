@@ -18,6 +18,13 @@ __device__ __forceinline__ void zero(float (&tile)[MT][NT][4]) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) tile[mt][nt][e] = 0.f;
 }
+template <int N>
+__device__ __forceinline__ void zero(float (&tiles)[N][4]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) tiles[i][e] = 0.f;
+}
 
 // 8-column tiles 2 kk and 2 kk + 1 of m-tile mt as the (16, 16) A operand
 // of the next matrix product, in T: the accumulator layout of two adjacent

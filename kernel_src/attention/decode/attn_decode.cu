@@ -27,6 +27,7 @@
 #include "attention/decode/cluster_merge.cuh"
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
+#include "attention/decode/keys_as_rows.cuh"
 #include "attention/head_dims.h"
 
 namespace cujit::decode {
@@ -42,8 +43,9 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   static_assert(kFp8 || same_type<TKV, T>::value, "the cache is in T, or FP8 (e4m3 or e5m2)");
   static_assert(!kFp8 || D <= 128, "an FP8 cache has head dim 64 or 128 (256 spills)");
   static_assert(kDecodeHeadDims.contains(D), "D is one of kDecodeHeadDims");
-  static_assert(BM % 16 == 0 && BM <= 64, "BM is 16, 32, 48 or 64 packed rows");
-  constexpr int WM = BM / 16;      // warps across the rows
+  static_assert(BM == 8 || (BM % 16 == 0 && BM <= 64), "BM is 8 (keys_as_rows.cuh), 16, 32, 48 or 64 packed rows");
+  constexpr bool kKeysAsRows = BM == 8;  // the products turned around: keys_as_rows.cuh
+  constexpr int WM = decode_row_warps(BM);  // warps across the rows
   static_assert(WARPS % WM == 0, "the warps tile the rows evenly");
   constexpr int WN = WARPS / WM;   // warps across each block's keys
   static_assert(BN % (16 * WN) == 0, "each warp takes whole 16-key steps of a block");
@@ -209,178 +211,26 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   cp_async_wait_group<STAGES - 1>();  // the Q group
   __syncthreads();
 
-  // Q's A fragment of head-dim step kt. FP8: columns 4c..4c+3 of the step
-  // stand where the mma expects 2c, 2c+1, 2c+8, 2c+9, as in K's fragments.
-  auto load_q_frag = [&](u32 (&a)[4], int kt) {
-    if constexpr (kFp8) {
-      const int row = warp_m * 16 + lane / 4;
-      const int col = kt * 16 + 4 * (lane % 4);
-      ld_shared_v2_b32(a[0], a[2], sQ + QTile::offset(row, col));
-      ld_shared_v2_b32(a[1], a[3], sQ + QTile::offset(row + 8, col));
-    } else {
-      ldmatrix_x4(a, sQ + QTile::offset(warp_m * 16 + lane % 16, kt * 16 + (lane / 16) * 8));
-    }
-  };
-  constexpr bool kQInRegisters = D <= 128;  // else read per block: the registers go to O
-  u32 q_frag[kQInRegisters ? KT : 1][4];
-  if constexpr (kQInRegisters) {
-#pragma unroll
-    for (int kt = 0; kt < KT; ++kt) load_q_frag(q_frag[kt], kt);
-  }
-
-  // The first hidden key of each of this thread's rows.
-  int key_limit[MT][2];
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = m0 + warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
-      const int pos = int(p.group_div.quotient(unsigned(row)));
-      key_limit[mt][r] = CAUSAL ? min(k_end, pos + offset + 1) : k_end;
-    }
-  }
-
-  float o[MT][DT][4];
-  zero(o);
-  OnlineSoftmax<MT, NT, DT> softmax(scale_log2);
   const int warp_key0 = warp_n * KW;  // this warp's keys within a block
-
-  for (int block = 0; block < n_blocks; ++block) {
+  // Each block: wait until it has landed, then issue the loads STAGES - 1
+  // blocks ahead.
+  auto next_block = [&](int block) {
     cp_async_wait_group<STAGES - 2>();
     __syncthreads();  // the block has landed for all; all are done with block - 1's stage
     load_kv(block + STAGES - 1);  // its pages were found before the barrier
     cp_async_commit_group();
     lookup_finish(block + STAGES);     // into the slot of block, issued long ago
     lookup_start(block + STAGES + 1);  // stored in the next iteration
-    const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
-    const u32 v_stage = sV + u32(block % STAGES) * KVTile::kBytes;
+  };
 
-    auto q_of = [&](u32 (&a)[4], int kt) {
-      if constexpr (kQInRegisters) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = q_frag[kt][i];
-      } else {
-        load_q_frag(a, kt);
-      }
-    };
-    float s[MT][NT][4];
-    zero(s);
-    if constexpr (kFp8) {
-      // Per ldmatrix: 16 keys by two 16-column steps of the head dim, the
-      // register of matrix j holding key lane / 4 (+ 8 for j >= 2), columns
-      // 4 (lane % 4) .. + 3 of step j % 2.
-#pragma unroll
-      for (int kt2 = 0; kt2 < KT / 2; ++kt2) {
-        u32 a0[4], a1[4];
-        q_of(a0, 2 * kt2);
-        q_of(a1, 2 * kt2 + 1);
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          const int mi = lane / 8;
-          u32 b[4], lo, hi;
-          ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, (2 * kt2 + mi % 2) * 16));
-          cvt_fp8x4<TKV, T>(b[0], lo, hi);
-          mma_m16n8k16<T>(s[0][2 * np], a0, lo, hi);
-          cvt_fp8x4<TKV, T>(b[1], lo, hi);
-          mma_m16n8k16<T>(s[0][2 * np], a1, lo, hi);
-          cvt_fp8x4<TKV, T>(b[2], lo, hi);
-          mma_m16n8k16<T>(s[0][2 * np + 1], a0, lo, hi);
-          cvt_fp8x4<TKV, T>(b[3], lo, hi);
-          mma_m16n8k16<T>(s[0][2 * np + 1], a1, lo, hi);
-        }
-      }
-    } else {
-#pragma unroll
-      for (int kt = 0; kt < KT; ++kt) {
-        u32 a[4];
-        q_of(a, kt);
-#pragma unroll
-        for (int np = 0; np < NT / 2; ++np) {
-          const int mi = lane / 8;
-          u32 b[4];
-          ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
-          mma_m16n8k16<T>(s[0][2 * np], a, b[0], b[1]);
-          mma_m16n8k16<T>(s[0][2 * np + 1], a, b[2], b[3]);
-        }
-      }
-    }
-    // Keys past the split's end or a row's diagonal: a select per score.
-    const int key0 = k_begin + block * BN + warp_key0;
-    const float neg_inf = -__int_as_float(0x7f800000);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int key = key0 + nt * 8 + 2 * (lane % 4) + e;
-            s[mt][nt][2 * r + e] = key < key_limit[mt][r] ? s[mt][nt][2 * r + e] : neg_inf;
-          }
-    softmax.update(s, o);
-
-#pragma unroll
-    for (int pk = 0; pk < PT; ++pk) {
-      u32 a[4];
-      to_operand_a<T>(s, 0, pk, a);
-      if constexpr (kFp8) {
-        // Per ldmatrix.trans of byte pairs: 16 keys by two 16-column chunks.
-        // Matrix j's register holds keys 2 (lane % 4) and + 1 (+ 8 for odd
-        // j) at columns 2g and 2g + 1 (g = lane / 4) of chunk j / 2: its
-        // even column and its odd one are the B operands of two tiles, o
-        // tile 4 dq + 2 (j / 2) (columns 2n of the chunk) and the next
-        // (2n + 1).
-#pragma unroll
-        for (int dq = 0; dq < D / 32; ++dq) {
-          const int mi = lane / 8;
-          u32 b[4], even_lo, odd_lo, even_hi, odd_hi;
-          ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, (2 * dq + mi / 2) * 16));
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            cvt_fp8x4<TKV, T>(byte_perm<0x3120>(b[2 * c]), even_lo, odd_lo);
-            cvt_fp8x4<TKV, T>(byte_perm<0x3120>(b[2 * c + 1]), even_hi, odd_hi);
-            mma_m16n8k16<T>(o[0][4 * dq + 2 * c], a, even_lo, even_hi);
-            mma_m16n8k16<T>(o[0][4 * dq + 2 * c + 1], a, odd_lo, odd_hi);
-          }
-        }
-      } else {
-#pragma unroll
-        for (int dp = 0; dp < DT / 2; ++dp) {
-          const int mi = lane / 8;
-          u32 b[4];
-          ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, dp * 16 + (mi / 2) * 8));
-          mma_m16n8k16<T>(o[0][2 * dp], a, b[0], b[1]);
-          mma_m16n8k16<T>(o[0][2 * dp + 1], a, b[2], b[3]);
-        }
-      }
-    }
-  }
-  cp_async_wait_group<0>();
-  __syncthreads();  // the ring is free: it becomes the merge buffer
-
-  // Merge the warps that shared the keys: row max m_w (log2 units) and sum
-  // l_w per warp, then each warp's O scaled by exp2(m_w - M) / L, summed in
-  // warp order.
+  // After the loop the warps that shared the keys are merged: row max m_w
+  // (log2 units) and sum l_w per warp, then each warp's O scaled by
+  // exp2(m_w - M) / L, summed in warp order.
   constexpr int kRowFloats = decode_merge_row_floats(D);
   const u32 merge = sQ;
   const u32 stat_max = merge + u32(WN * BM * kRowFloats * 4);
   const u32 stat_sum = stat_max + u32(WN * BM * 4);
   const float neg_inf = -__int_as_float(0x7f800000);
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
-      const float l = softmax.total_sum(mt, r);
-      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
-      if (lane % 4 == 0) {
-        st_shared_f32(stat_max + u32((warp_n * BM + row) * 4), m);
-        st_shared_f32(stat_sum + u32((warp_n * BM + row) * 4), l);
-      }
-    }
-  }
-  __syncthreads();
   auto row_stats = [&](int row, float& max_all, float& sum_all) {
     float mx = neg_inf;
 #pragma unroll
@@ -396,33 +246,257 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
     max_all = mx;
     sum_all = sum;
   };
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
+
+  if constexpr (kKeysAsRows) {
+    constexpr int MK = KW / 16;  // 16-key m-tiles per warp and block
+    constexpr int OT = D / 16;   // 16-column tiles of O^T
+    u32 q[OT][2];
+    load_q_columns<D, TKV, QTile>(q, sQ, lane);
+    // The first hidden key of this thread's rows 2c and 2c + 1.
+    int key_limit[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
+      const int pos = int(p.group_div.quotient(unsigned(m0 + 2 * (lane % 4) + r)));
+      key_limit[r] = CAUSAL ? min(k_end, pos + offset + 1) : k_end;
+    }
+    float o[OT][4];
+    zero(o);
+    KeysAsRowsSoftmax<MK, OT> softmax(scale_log2);
+    for (int block = 0; block < n_blocks; ++block) {
+      next_block(block);
+      const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
+      const u32 v_stage = sV + u32(block % STAGES) * KVTile::kBytes;
+      float s[MK][4];
+      zero(s);
+      score_block<D, MK, T, TKV, KVTile>(s, q, k_stage, warp_key0, lane);
+      // Keys past the split's end or a row's diagonal: a select per score.
+      const int key0 = k_begin + block * BN + warp_key0;
+#pragma unroll
+      for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = key0 + mk * 16 + lane / 4 + 8 * (e / 2);
+          s[mk][e] = key < key_limit[e % 2] ? s[mk][e] : neg_inf;
+        }
+      softmax.update(s, o);
+      pv_block<D, MK, T, TKV, KVTile>(o, s, v_stage, warp_key0, lane);
+    }
+    cp_async_wait_group<0>();
+    __syncthreads();  // the ring is free: it becomes the merge buffer
+
+    float l[2], m[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l[r] = softmax.total_sum(r);
+      m[r] = l[r] == 0.f ? neg_inf : softmax.row_max[r] * scale_log2;
+      if (lane < 4) {
+        st_shared_f32(stat_max + u32((warp_n * BM + 2 * lane + r) * 4), m[r]);
+        st_shared_f32(stat_sum + u32((warp_n * BM + 2 * lane + r) * 4), l[r]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = 2 * (lane % 4) + r;
       float max_all, sum_all;
       row_stats(row, max_all, sum_all);
-      const float l = softmax.total_sum(mt, r);
-      const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
-      float factor = ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
-      if constexpr (kFp8) {
-        factor *= v_descale;
-        const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
-        // Tiles 2i and 2i + 1 hold columns 4 (lane % 4) .. + 3 of chunk i,
-        // interleaved (the PV loop above).
+      const float factor = ex2_approx(m[r] - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all) *
+                           (kFp8 ? v_descale : 1.f);
+      const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
 #pragma unroll
-        for (int i = 0; i < DT / 2; ++i) {
-          const float* even = o[mt][2 * i];
-          const float* odd = o[mt][2 * i + 1];
-          st_shared_v4_f32(row_addr + u32((i * 16 + 4 * (lane % 4)) * 4), even[2 * r] * factor, odd[2 * r] * factor,
-                           even[2 * r + 1] * factor, odd[2 * r + 1] * factor);
+      for (int t = 0; t < OT; ++t)
+#pragma unroll
+        for (int high = 0; high < 2; ++high) {
+          const int e = 2 * high + r;
+          st_shared_f32(row_addr + u32(ot_column<kFp8>(t, e, lane) * 4), o[t][e] * factor);
+        }
+    }
+  } else {
+    // Q's A fragment of head-dim step kt. FP8: columns 4c..4c+3 of the step
+    // stand where the mma expects 2c, 2c+1, 2c+8, 2c+9, as in K's fragments.
+    auto load_q_frag = [&](u32 (&a)[4], int kt) {
+      if constexpr (kFp8) {
+        const int row = warp_m * 16 + lane / 4;
+        const int col = kt * 16 + 4 * (lane % 4);
+        ld_shared_v2_b32(a[0], a[2], sQ + QTile::offset(row, col));
+        ld_shared_v2_b32(a[1], a[3], sQ + QTile::offset(row + 8, col));
+      } else {
+        ldmatrix_x4(a, sQ + QTile::offset(warp_m * 16 + lane % 16, kt * 16 + (lane / 16) * 8));
+      }
+    };
+    constexpr bool kQInRegisters = D <= 128;  // else read per block: the registers go to O
+    u32 q_frag[kQInRegisters ? KT : 1][4];
+    if constexpr (kQInRegisters) {
+#pragma unroll
+      for (int kt = 0; kt < KT; ++kt) load_q_frag(q_frag[kt], kt);
+    }
+
+    // The first hidden key of each of this thread's rows.
+    int key_limit[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = m0 + warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
+        const int pos = int(p.group_div.quotient(unsigned(row)));
+        key_limit[mt][r] = CAUSAL ? min(k_end, pos + offset + 1) : k_end;
+      }
+    }
+
+    float o[MT][DT][4];
+    zero(o);
+    OnlineSoftmax<MT, NT, DT> softmax(scale_log2);
+
+    for (int block = 0; block < n_blocks; ++block) {
+      next_block(block);
+      const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
+      const u32 v_stage = sV + u32(block % STAGES) * KVTile::kBytes;
+
+      auto q_of = [&](u32 (&a)[4], int kt) {
+        if constexpr (kQInRegisters) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[i] = q_frag[kt][i];
+        } else {
+          load_q_frag(a, kt);
+        }
+      };
+      float s[MT][NT][4];
+      zero(s);
+      if constexpr (kFp8) {
+        // Per ldmatrix: 16 keys by two 16-column steps of the head dim, the
+        // register of matrix j holding key lane / 4 (+ 8 for j >= 2), columns
+        // 4 (lane % 4) .. + 3 of step j % 2.
+#pragma unroll
+        for (int kt2 = 0; kt2 < KT / 2; ++kt2) {
+          u32 a0[4], a1[4];
+          q_of(a0, 2 * kt2);
+          q_of(a1, 2 * kt2 + 1);
+#pragma unroll
+          for (int np = 0; np < NT / 2; ++np) {
+            const int mi = lane / 8;
+            u32 b[4], lo, hi;
+            ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, (2 * kt2 + mi % 2) * 16));
+            cvt_fp8x4<TKV, T>(b[0], lo, hi);
+            mma_m16n8k16<T>(s[0][2 * np], a0, lo, hi);
+            cvt_fp8x4<TKV, T>(b[1], lo, hi);
+            mma_m16n8k16<T>(s[0][2 * np], a1, lo, hi);
+            cvt_fp8x4<TKV, T>(b[2], lo, hi);
+            mma_m16n8k16<T>(s[0][2 * np + 1], a0, lo, hi);
+            cvt_fp8x4<TKV, T>(b[3], lo, hi);
+            mma_m16n8k16<T>(s[0][2 * np + 1], a1, lo, hi);
+          }
         }
       } else {
 #pragma unroll
-        for (int dt = 0; dt < DT; ++dt) {
-          const u32 addr = merge + u32(((warp_n * BM + row) * kRowFloats + dt * 8 + 2 * (lane % 4)) * 4);
-          st_shared_v2_f32(addr, o[mt][dt][2 * r] * factor, o[mt][dt][2 * r + 1] * factor);
+        for (int kt = 0; kt < KT; ++kt) {
+          u32 a[4];
+          q_of(a, kt);
+#pragma unroll
+          for (int np = 0; np < NT / 2; ++np) {
+            const int mi = lane / 8;
+            u32 b[4];
+            ldmatrix_x4(b, k_stage + KVTile::offset(warp_key0 + np * 16 + (mi / 2) * 8 + lane % 8, kt * 16 + (mi % 2) * 8));
+            mma_m16n8k16<T>(s[0][2 * np], a, b[0], b[1]);
+            mma_m16n8k16<T>(s[0][2 * np + 1], a, b[2], b[3]);
+          }
+        }
+      }
+      // Keys past the split's end or a row's diagonal: a select per score.
+      const int key0 = k_begin + block * BN + warp_key0;
+      const float neg_inf = -__int_as_float(0x7f800000);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = key0 + nt * 8 + 2 * (lane % 4) + e;
+              s[mt][nt][2 * r + e] = key < key_limit[mt][r] ? s[mt][nt][2 * r + e] : neg_inf;
+            }
+      softmax.update(s, o);
+
+#pragma unroll
+      for (int pk = 0; pk < PT; ++pk) {
+        u32 a[4];
+        to_operand_a<T>(s, 0, pk, a);
+        if constexpr (kFp8) {
+          // Per ldmatrix.trans of byte pairs: 16 keys by two 16-column chunks.
+          // Matrix j's register holds keys 2 (lane % 4) and + 1 (+ 8 for odd
+          // j) at columns 2g and 2g + 1 (g = lane / 4) of chunk j / 2: its
+          // even column and its odd one are the B operands of two tiles, o
+          // tile 4 dq + 2 (j / 2) (columns 2n of the chunk) and the next
+          // (2n + 1).
+#pragma unroll
+          for (int dq = 0; dq < D / 32; ++dq) {
+            const int mi = lane / 8;
+            u32 b[4], even_lo, odd_lo, even_hi, odd_hi;
+            ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, (2 * dq + mi / 2) * 16));
+#pragma unroll
+            for (int c = 0; c < 2; ++c) {
+              cvt_fp8x4<TKV, T>(byte_perm<0x3120>(b[2 * c]), even_lo, odd_lo);
+              cvt_fp8x4<TKV, T>(byte_perm<0x3120>(b[2 * c + 1]), even_hi, odd_hi);
+              mma_m16n8k16<T>(o[0][4 * dq + 2 * c], a, even_lo, even_hi);
+              mma_m16n8k16<T>(o[0][4 * dq + 2 * c + 1], a, odd_lo, odd_hi);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int dp = 0; dp < DT / 2; ++dp) {
+            const int mi = lane / 8;
+            u32 b[4];
+            ldmatrix_x4_trans(b, v_stage + KVTile::offset(warp_key0 + pk * 16 + (mi % 2) * 8 + lane % 8, dp * 16 + (mi / 2) * 8));
+            mma_m16n8k16<T>(o[0][2 * dp], a, b[0], b[1]);
+            mma_m16n8k16<T>(o[0][2 * dp + 1], a, b[2], b[3]);
+          }
+        }
+      }
+    }
+    cp_async_wait_group<0>();
+    __syncthreads();  // the ring is free: it becomes the merge buffer
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
+        const float l = softmax.total_sum(mt, r);
+        const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
+        if (lane % 4 == 0) {
+          st_shared_f32(stat_max + u32((warp_n * BM + row) * 4), m);
+          st_shared_f32(stat_sum + u32((warp_n * BM + row) * 4), l);
+        }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
+        float max_all, sum_all;
+        row_stats(row, max_all, sum_all);
+        const float l = softmax.total_sum(mt, r);
+        const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
+        float factor = ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
+        if constexpr (kFp8) {
+          factor *= v_descale;
+          const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
+          // Tiles 2i and 2i + 1 hold columns 4 (lane % 4) .. + 3 of chunk i,
+          // interleaved (the PV loop above).
+#pragma unroll
+          for (int i = 0; i < DT / 2; ++i) {
+            const float* even = o[mt][2 * i];
+            const float* odd = o[mt][2 * i + 1];
+            st_shared_v4_f32(row_addr + u32((i * 16 + 4 * (lane % 4)) * 4), even[2 * r] * factor, odd[2 * r] * factor,
+                             even[2 * r + 1] * factor, odd[2 * r + 1] * factor);
+          }
+        } else {
+#pragma unroll
+          for (int dt = 0; dt < DT; ++dt) {
+            const u32 addr = merge + u32(((warp_n * BM + row) * kRowFloats + dt * 8 + 2 * (lane % 4)) * 4);
+            st_shared_v2_f32(addr, o[mt][dt][2 * r] * factor, o[mt][dt][2 * r + 1] * factor);
+          }
         }
       }
     }

@@ -16,10 +16,15 @@ CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int s
   return bm * d * 2 + 2 * stages * bn * d * kv_bytes + (paged ? stages * bn * 8 : 0);
 }
 
+// Warps across a block's rows: one per 16 rows, and one for a block of 8
+// (keys_as_rows.cuh), whose warps all share its rows.
+CUJIT_HOST_DEVICE constexpr int decode_row_warps(int bm) { return bm < 16 ? 1 : bm / 16; }
+
 // Afterwards, from the start: the merge rows (WN, BM, D + 4) fp32 and the row
-// max and sum of each of the WN = WARPS / (BM / 16) warps that share a row.
+// max and sum of each of the WN = WARPS / decode_row_warps(BM) warps that
+// share a row.
 CUJIT_HOST_DEVICE constexpr int decode_merge_bytes(int d, int bm, int warps) {
-  return warps / (bm / 16) * bm * (decode_merge_row_floats(d) + 2) * 4;
+  return warps / decode_row_warps(bm) * bm * (decode_merge_row_floats(d) + 2) * 4;
 }
 
 // sm_90, splits merged in the cluster (attention/decode/cluster_merge.cuh):
