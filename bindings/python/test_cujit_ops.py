@@ -218,16 +218,18 @@ class CompiledCalls(unittest.TestCase):
                             for n in ((70, 33, 5), (100, 9, 70)))  # the same composition
         plan = cujit.VarlenPlan(q, k, v, cu_q, cu_k, max_q, max_k, causal=True, bottom_right=True)
 
-        def step(q, cu_q, cu_k):
-            plan.prepare(cu_q, cu_k)
-            return plan.run(q, k, v)
-        compiled = fresh_compile(step)
-        for sums, other in (((cu_q, cu_k), (moved_q, moved_k)), ((moved_q, moved_k), (cu_q, cu_k))):
-            eager = step(q, *sums)
-            plan.prepare(*other)  # the list a compiled step without its prepare would run over
-            got = compiled(q, *sums)
-            torch.cuda.synchronize()
-            self.assertTrue(torch.equal(got, eager))
+        def step(q, cu_q, cu_k, workspace):
+            plan.prepare(cu_q, cu_k, workspace=workspace)
+            return plan.run(q, k, v, workspace=workspace)
+        # The list in the plan's own memory, then in a workspace of the caller's.
+        for workspace in (None, torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")):
+            compiled = fresh_compile(step)
+            for sums, other in (((cu_q, cu_k), (moved_q, moved_k)), ((moved_q, moved_k), (cu_q, cu_k))):
+                eager = step(q, *sums, workspace)
+                plan.prepare(*other, workspace=workspace)  # the list a compiled step without its prepare would run over
+                got = compiled(q, *sums, workspace)
+                torch.cuda.synchronize()
+                self.assertTrue(torch.equal(got, eager), "own memory" if workspace is None else "a workspace")
 
 
 @requires_gpu
@@ -294,11 +296,13 @@ class OpCheck(unittest.TestCase):
     def test_varlen_plan_prepare_and_run(self):
         q, k, v, cu_q, cu_k, max_q, max_k = ragged_case()
         plan = cujit.VarlenPlan(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)
-        self.opcheck(torch.ops.cujit.varlen_plan_prepare.default, plan._address, plan._token, cu_q, cu_k, max_q,
-                     max_k)
         lse = torch.empty(q.shape[1], q.shape[0], device="cuda", dtype=torch.float32)
-        self.opcheck(torch.ops.cujit.varlen_plan_run.default, plan._address, plan._token, q, k, v, torch.empty_like(q),
-                     lse, None, None, None, True, False, None, plan.batch)
+        workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
+        for memory in (None, workspace):  # the plan's own tile list, then the caller's
+            self.opcheck(torch.ops.cujit.varlen_plan_prepare.default, plan._address, plan._token, cu_q, cu_k, max_q,
+                         max_k, memory)
+            self.opcheck(torch.ops.cujit.varlen_plan_run.default, plan._address, plan._token, q, k, v,
+                         torch.empty_like(q), lse, None, None, None, True, False, None, plan.batch, memory)
 
 
 def fp8_cache(shape, dtype=None):

@@ -266,6 +266,37 @@ class VarlenBinding(unittest.TestCase):
             want, _ = varlen_reference(q, k, v, cu_q, cu_k, True, True, 1 / math.sqrt(q.shape[-1]))
             self.assertLess(rel_error(out, want), 1e-2)
 
+    def test_plan_keeps_a_list_in_each_callers_workspace(self):
+        """Two batches of one composition, each listed into its own workspace, then run from it in turn: each run
+        computes its own batch, bitwise as a run from the plan's own list does."""
+        batches = ((100, 640, 0, 260), (640, 0, 300, 60))  # one composition: 4 sequences, longest 640, 1000 rows
+        q, k, v = packed_layer(batches[0], batches[0])
+        plan = cujit_torch.VarlenPlan(q, k, v, prefix_sums(batches[0]), prefix_sums(batches[0]), 640, 640,
+                                      causal=True)
+        workspaces = [torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda") for _ in batches]
+        for lens, workspace in zip(batches, workspaces):
+            plan.prepare(prefix_sums(lens), prefix_sums(lens), workspace=workspace)
+        for lens, workspace in zip(batches, workspaces):
+            out = plan.run(q, k, v, workspace=workspace)
+            plan.prepare(prefix_sums(lens), prefix_sums(lens))  # the same batch in the plan's own memory
+            own = plan.run(q, k, v)
+            torch.cuda.synchronize()
+            self.assertTrue(torch.equal(out, own), lens)
+            want, _ = varlen_reference(q, k, v, prefix_sums(lens), prefix_sums(lens), True, False,
+                                       1 / math.sqrt(q.shape[-1]))
+            self.assertLess(rel_error(out, want), 1e-2)
+        small = torch.empty(plan.workspace_bytes - 1, dtype=torch.uint8, device="cuda")
+        for short in (lambda: plan.prepare(prefix_sums(batches[0]), prefix_sums(batches[0]), workspace=small),
+                      lambda: plan.run(q, k, v, workspace=small)):
+            with self.assertRaisesRegex(cujit_torch.CujitError, "workspace must be a contiguous tensor of at least"):
+                short()
+        with self.assertRaisesRegex(cujit_torch.CujitError, "workspace is on cpu"):
+            plan.run(q, k, v, workspace=workspaces[0].cpu())
+        # The library's own check, passed through: a misaligned address.
+        with self.assertRaises(cujit_torch.CujitError) as caught:
+            plan.run(q, k, v, workspace=torch.empty(plan.workspace_bytes + 16, dtype=torch.uint8, device="cuda")[1:])
+        self.assertIn("run.workspace", str(caught.exception))
+
     def test_plan_prepare_and_run_replay_in_a_cuda_graph(self):
         lens, moved = (100, 640, 0, 260), (640, 0, 300, 60)  # one composition: 4 sequences, longest 640, 1000 rows
         q, k, v = packed_layer(lens, lens)

@@ -49,6 +49,15 @@ def on_device(name, t, device):
         raise CujitError(_BAD, f"{name} is on {t.device} but q is on {device}: put every argument on one GPU")
 
 
+def check_workspace(workspace, device, need, owner):
+    """A caller's workspace: a contiguous CUDA tensor on device of at least need bytes (owner.workspace_bytes)."""
+    on_device("workspace", workspace, device)
+    size = workspace.numel() * workspace.element_size()
+    if not workspace.is_contiguous() or size < need:
+        raise CujitError(_BAD, f"workspace must be a contiguous tensor of at least {need} bytes "
+                               f"({owner}.workspace_bytes); it has {size}")
+
+
 def cuda_q(q):
     """q's device, after checking q is a CUDA tensor."""
     if not isinstance(q, torch.Tensor):

@@ -90,11 +90,7 @@ class KvPlan:
         if q.device != self.device:
             raise CujitError(_BAD, f"q is on {q.device} but the plan was made on {self.device}")
         if workspace is not None:
-            _views.on_device("workspace", workspace, q.device)
-            size = workspace.numel() * workspace.element_size()
-            if not workspace.is_contiguous() or size < self.workspace_bytes:
-                raise CujitError(_BAD, f"workspace must be a contiguous tensor of at least {self.workspace_bytes} "
-                                       f"bytes (KvPlan.workspace_bytes); it has {size}")
+            _views.check_workspace(workspace, q.device, self.workspace_bytes, "KvPlan")
         refuse_grad("KvPlan.run", q, k_cache, v_cache, k_descale, v_descale)
         if out is None:
             out = q.new_empty(q.shape)

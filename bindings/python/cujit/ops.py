@@ -129,19 +129,24 @@ def _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table
                                     ctypes.byref(out_view), ctypes.byref(run)))
 
 
-def _varlen_plan_prepare(plan, device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+def _pointer(workspace):
+    return None if workspace is None else ctypes.c_void_p(workspace.data_ptr())
+
+
+def _varlen_plan_prepare(plan, device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, workspace):
     batch = _views.varlen_batch(device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     lib = library()
     with torch.cuda.device(device):
-        check(lib.cujit_varlen_plan_prepare(ctypes.c_void_p(plan), ctypes.byref(batch), _views.stream(device)))
+        check(lib.cujit_varlen_plan_prepare_in(ctypes.c_void_p(plan), ctypes.byref(batch), _views.stream(device),
+                                               _pointer(workspace)))
 
 
-def _varlen_plan_run(plan, q, k, v, out, lse, descales, causal, bottom_right, scale, batch):
+def _varlen_plan_run(plan, q, k, v, out, lse, descales, causal, bottom_right, scale, batch, workspace):
     views, options = _packed_arguments(q, k, v, out, lse, descales, causal, bottom_right, scale, batch)
     lib = library()
     with torch.cuda.device(q.device):
-        check(lib.cujit_varlen_plan_run(ctypes.c_void_p(plan), *[ctypes.byref(x) for x in views],
-                                        ctypes.byref(options)))
+        check(lib.cujit_varlen_plan_run_in(ctypes.c_void_p(plan), *[ctypes.byref(x) for x in views],
+                                           ctypes.byref(options), _pointer(workspace)))
 
 
 # Eager calls on plain tensors go straight to the implementation: the
@@ -293,9 +298,11 @@ def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_desc
 
 
 # plan: the address of a cujit_varlen_plan (VarlenPlan keeps it alive). Its
-# tile list lives in the plan's own device memory, which torch cannot see, so
-# token, a one-element tensor of the plan's whose data nothing touches, stands
-# for it: prepare declares token mutated and run reads it. Under torch.compile
+# tile list lives in the caller's workspace, a tensor that prepare declares
+# mutated and run reads, or else in the plan's own device memory, which torch
+# cannot see: then token, a one-element tensor of the plan's whose data
+# nothing touches, stands for it (prepare always declares token mutated and
+# run reads it). Under torch.compile
 # a run then takes the token prepare's functionalized form returns, so it is
 # ordered after that prepare, and the prepare, which mutates an input of the
 # graph, is never dropped as having no output. Inductor orders an in-place
@@ -303,16 +310,16 @@ def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_desc
 # of the list before. run only reads the token, so compiled layers that only
 # run mutate no input of theirs (torch.compile's CUDA graphs skip those that do).
 def _varlen_plan_prepare_impl(plan: int, token: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
-                              max_seqlen_q: int, max_seqlen_k: int) -> None:
-    _varlen_plan_prepare(plan, token.device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+                              max_seqlen_q: int, max_seqlen_k: int, workspace: Optional[Tensor]) -> None:
+    _varlen_plan_prepare(plan, token.device, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, workspace)
 
 
 _varlen_plan_prepare_op = torch.library.custom_op("cujit::varlen_plan_prepare", _varlen_plan_prepare_impl,
-                                                  mutates_args=("token",))
+                                                  mutates_args=("token", "workspace"))
 
 
 @_varlen_plan_prepare_op.register_fake
-def _(plan, token, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+def _(plan, token, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, workspace):
     return None
 
 
@@ -321,9 +328,9 @@ def _(plan, token, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
 def _varlen_plan_run_impl(plan: int, token: Tensor, q: Tensor, k: Tensor, v: Tensor, output: Tensor,
                           lse: Optional[Tensor], q_descale: Optional[Tensor], k_descale: Optional[Tensor],
                           v_descale: Optional[Tensor], causal: bool, bottom_right: bool, scale: Optional[float],
-                          batch: int) -> None:
+                          batch: int, workspace: Optional[Tensor]) -> None:
     _varlen_plan_run(plan, q, k, v, output, lse, (q_descale, k_descale, v_descale), causal, bottom_right, scale,
-                     batch)
+                     batch, workspace)
 
 
 _varlen_plan_run_op = torch.library.custom_op("cujit::varlen_plan_run", _varlen_plan_run_impl,
@@ -331,7 +338,8 @@ _varlen_plan_run_op = torch.library.custom_op("cujit::varlen_plan_run", _varlen_
 
 
 @_varlen_plan_run_op.register_fake
-def _(plan, token, q, k, v, output, lse, q_descale, k_descale, v_descale, causal, bottom_right, scale, batch):
+def _(plan, token, q, k, v, output, lse, q_descale, k_descale, v_descale, causal, bottom_right, scale, batch,
+      workspace):
     return None
 
 

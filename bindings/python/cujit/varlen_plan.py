@@ -35,14 +35,21 @@ class VarlenPlan:
     synchronize or tune, so a step's prepare and its layers' runs can be
     captured in a torch.cuda.CUDAGraph; new prefix sums of the same
     composition in the captured tensors take effect at the next replay. A
-    run uses the tile list of the last prepare before it in stream order:
-    keep a plan's prepares and runs on one stream. The plan (and its tile
+    run uses the tile list of the last prepare before it in stream order
+    into the same workspace: without one (the plan's own memory) keep a
+    plan's prepares and runs on one stream; with workspace tensors (of at
+    least workspace_bytes bytes, 16-byte aligned) one plan keeps a list in
+    each, e.g. one per stream or per batch in flight. The plan (and its tile
     list) is freed when the object is (or by close()): keep it alive while a
     graph that ran it may replay.
 
         plan = cujit.VarlenPlan(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=True)
         plan.prepare(cu_seqlens_q, cu_seqlens_k)          # once per step
         out = plan.run(q, k, v)                            # once per layer
+
+        ws = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
+        plan.prepare(cu_seqlens_q, cu_seqlens_k, workspace=ws)  # a list in the caller's memory
+        out = plan.run(q, k, v, workspace=ws)
     """
 
     def __init__(self, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
@@ -70,24 +77,29 @@ class VarlenPlan:
         self.workspace_bytes = bytes_.value  # device memory the plan holds for its tile list
         self.variant = name.value.decode()  # "family/variant" of each run's kernel ("" if nothing is launched)
 
-    def prepare(self, cu_seqlens_q, cu_seqlens_k):
+    def prepare(self, cu_seqlens_q, cu_seqlens_k, *, workspace=None):
         """Lists the tiles of the batch these prefix sums describe (one small kernel on the current stream),
         for the runs after it.
 
         cu_seqlens_q, cu_seqlens_k: int32 [batch + 1] on the plan's device, of
         the plan's composition: its sequence count, no sequence longer than
         its max_seqlen_q and max_seqlen_k; their data and values may differ
-        from the tensors the plan was made with.
+        from the tensors the plan was made with. workspace: None (the plan's
+        own memory) or a contiguous tensor on the plan's device of at least
+        workspace_bytes bytes, 16-byte aligned, that holds the list for the
+        runs given the same workspace.
         """
         self._check_open()
         self._on_plan_device("cu_seqlens_q", cu_seqlens_q)
         self._on_plan_device("cu_seqlens_k", cu_seqlens_k)
+        self._check_workspace(workspace)
         call(torch.ops.cujit.varlen_plan_prepare, _varlen_plan_prepare_impl, self._address, self._token, cu_seqlens_q,
-             cu_seqlens_k, self.max_seqlen_q, self.max_seqlen_k)
+             cu_seqlens_k, self.max_seqlen_q, self.max_seqlen_k, workspace)
 
-    def run(self, q, k, v, *, out=None, return_lse=False, q_descale=None, k_descale=None, v_descale=None):
-        """One layer over the list of the last prepare, on the current stream; returns out, or (out, lse) with
-        return_lse.
+    def run(self, q, k, v, *, out=None, return_lse=False, q_descale=None, k_descale=None, v_descale=None,
+            workspace=None):
+        """One layer over the list of the last prepare into the same workspace (None: the plan's own memory),
+        on the current stream; returns out, or (out, lse) with return_lse.
 
         q, k and v of the plan's shapes and dtypes (any data and strides
         with a contiguous last dimension); out likewise, in the plan's
@@ -97,12 +109,13 @@ class VarlenPlan:
         """
         self._check_open()
         self._on_plan_device("q", q)
+        self._check_workspace(workspace)
         refuse_grad("VarlenPlan.run", q, k, v, q_descale, k_descale, v_descale)
         if out is None:
             out = q.new_empty(q.shape, dtype=self.out_dtype)
         lse = q.new_empty(_varlen_lse_shape(q), dtype=torch.float32) if return_lse else None
         call(torch.ops.cujit.varlen_plan_run, _varlen_plan_run_impl, self._address, self._token, q, k, v, out, lse,
-             q_descale, k_descale, v_descale, self.causal, self.bottom_right, self.scale, self.batch)
+             q_descale, k_descale, v_descale, self.causal, self.bottom_right, self.scale, self.batch, workspace)
         return (out, lse) if return_lse else out
 
     def close(self):
@@ -118,6 +131,10 @@ class VarlenPlan:
     def _check_open(self):
         if self._address is None:
             raise CujitError(_BAD, "this VarlenPlan is closed")
+
+    def _check_workspace(self, workspace):
+        if workspace is not None:
+            _views.check_workspace(workspace, self.device, self.workspace_bytes, "VarlenPlan")
 
     def _on_plan_device(self, name, t):
         # Other devices are refused here by name; a tensor's other checks are the calls'.
