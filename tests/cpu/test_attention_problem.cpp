@@ -193,7 +193,16 @@ TEST(Fp8Target, SaysWhichGpusAndHeadDimsFp8AttentionNeeds) {
   p.fp8_format = DType::e5m2;
   EXPECT_NO_THROW(jit::detail::check_fp8_target(p, jit::offline_target("sm_80")));
   p.head_dim = 256;
-  expect_unsupported(p, "sm_90a", {"FP8 (e5m2) KV cache", "head dim 64 or 128"});
+  expect_unsupported(p, "sm_90a", {"FP8 (e5m2) KV cache", "head dim 64 or 128",
+                                   "or 256 with at most 8 query rows per KV head", "not 256 with 128 query rows"});
+  // At D = 256 a cache of query rows 4 heads x 2 new rows per KV head is served.
+  p.heads_q = 16;
+  p.seq_q = 2;
+  EXPECT_NO_THROW(jit::detail::check_fp8_target(p, jit::offline_target("sm_80")));
+  p.fp8_format = DType::e4m3;
+  EXPECT_NO_THROW(jit::detail::check_fp8_target(p, jit::offline_target("sm_89")));
+  p.seq_q = 3;
+  expect_unsupported(p, "sm_90a", {"FP8 (e4m3) KV cache", "not 256 with 12 query rows per KV head"});
 }
 
 TEST(E5m2Bits, RoundTripEveryCodeAndRoundToNearestEven) {

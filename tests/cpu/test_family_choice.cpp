@@ -154,6 +154,33 @@ TEST(FamilyRegistry, HeadDimOfOnlyTheDecodeFamilySaysWhatItNeeds) {
   }
 }
 
+// Head dim 256 beyond sm_90's 16-bit caches (sm_80, sm_89, FP8 caches) fits
+// the registers only in the decode family's blocks of at most 8 packed rows.
+TEST(FamilyRegistry, HeadDim256ElsewhereTakesAtMostEightRowsPerKvHead) {
+  const jit::detail::AttentionFamily& decode = jit::detail::decode_attention_family();
+  const jit::Target sm90 = jit::offline_target("sm_90a"), sm89 = jit::offline_target("sm_89"),
+                    sm80 = jit::offline_target("sm_80");
+  jit::detail::AttnProblem p = problem(256);
+  p.seq_q = 1;
+  p.heads_q = 16;
+  p.heads_kv = 2;  // 8 packed rows
+  p.page_size = 16;
+  EXPECT_EQ(decode.spec_for(p).block_m, 8);
+  for (const jit::Target& target : {sm90, sm89, sm80}) EXPECT_TRUE(decode.supports(p, target)) << target.arch;
+  jit::detail::AttnProblem e4m3 = p;
+  e4m3.fp8_kv = true;
+  EXPECT_TRUE(decode.supports(e4m3, sm90));
+  EXPECT_TRUE(decode.supports(e4m3, sm89));
+  EXPECT_FALSE(decode.supports(e4m3, sm80)) << "e4m3 conversions need sm_89";
+  jit::detail::AttnProblem e5m2 = e4m3;
+  e5m2.fp8_format = jit::DType::e5m2;
+  EXPECT_TRUE(decode.supports(e5m2, sm80));
+  p.seq_q = e4m3.seq_q = 2;  // 16 packed rows
+  EXPECT_TRUE(decode.supports(p, sm90)) << "sm_90 takes head dim 256 in 16-row blocks over a 16-bit cache";
+  EXPECT_FALSE(decode.supports(p, sm89));
+  EXPECT_FALSE(decode.supports(e4m3, sm90));
+}
+
 // The decode family forced on FP8 q, k and v (which it does not take: its q
 // is 16-bit) says so.
 TEST(FamilyRegistry, ForcedDecodeSaysItsQIs16Bit) {

@@ -308,6 +308,12 @@ KvCase paged_case(DType dtype, std::int64_t heads_q, std::int64_t heads_kv, std:
   return c;
 }
 
+// The case over an FP8 cache of the given format instead.
+KvCase fp8_case(KvCase c, DType format = DType::e4m3) {
+  c.fp8 = format;
+  return c;
+}
+
 // Page sizes 1, 7 (not a power of two), 16, 64, 256 in each pool layout, with
 // lengths 0, 1, page_size - 1, page_size + 1 and a few pages; the second of
 // each pair also has a wider table than needed, padded rows and Sq = 4.
@@ -418,7 +424,8 @@ std::vector<KvCase> long_cases() {
 INSTANTIATE_TEST_SUITE_P(Long, KvAttentionGpu, ::testing::ValuesIn(long_cases()), param_name);
 
 // Head dim 256: an sm_90a GPU must serve it; elsewhere the call may say
-// Unsupported (and is checked when it succeeds).
+// Unsupported (and is checked when it succeeds). Over an FP8 cache, and
+// before sm_90, it is served with at most 8 query rows per KV head.
 class KvAttentionHeadDim256Gpu : public KvAttentionGpu {};
 
 TEST_P(KvAttentionHeadDim256Gpu, MatchesReferenceOrIsUnsupported) {
@@ -433,21 +440,21 @@ TEST_P(KvAttentionHeadDim256Gpu, MatchesReferenceOrIsUnsupported) {
 }
 
 std::vector<KvCase> head_dim_256_cases() {
+  KvCase e5m2 = fp8_case(paged_case(DType::bf16, 16, 2, 256, 1, KvLayout::contiguous_bhsd, 0, {900, 1, 64}, false),
+                         DType::e5m2);
+  e5m2.cache.capacity = 960;
   return {paged_case(DType::f16, 8, 2, 256, 1, KvLayout::paged_vllm, 16, {500, 17, 0}, true),
-          paged_case(DType::bf16, 8, 2, 256, 4, KvLayout::paged_vllm, 16, {500, 17, 0}, false)};
+          paged_case(DType::bf16, 8, 2, 256, 4, KvLayout::paged_vllm, 16, {500, 17, 0}, false),
+          fp8_case(paged_case(DType::f16, 8, 2, 256, 2, KvLayout::paged_head_major, 16, {500, 17, 0}, true)),
+          e5m2};
 }
 INSTANTIATE_TEST_SUITE_P(HeadDim256, KvAttentionHeadDim256Gpu, ::testing::ValuesIn(head_dim_256_cases()),
                          param_name);
 
-// FP8 (e4m3) caches: the grid above, converted. The values are e4m3 draws of
-// N(0, 1) and the descale factors random per (sequence, KV head), one per KV
-// head, or one for the cache; the reference attends to their products, so
-// the tolerance is the 16-bit cache's.
-KvCase fp8_case(KvCase c, DType format = DType::e4m3) {
-  c.fp8 = format;
-  return c;
-}
-
+// FP8 (e4m3) caches: the grid above, converted (fp8_case). The values are
+// e4m3 draws of N(0, 1) and the descale factors random per (sequence, KV
+// head), one per KV head, or one for the cache; the reference attends to
+// their products, so the tolerance is the 16-bit cache's.
 std::vector<KvCase> fp8_cases() {
   std::vector<KvCase> cases;
   const KvLayout layouts[] = {KvLayout::paged_vllm, KvLayout::paged_head_major, KvLayout::paged_interleaved};
@@ -525,9 +532,10 @@ INSTANTIATE_TEST_SUITE_P(E5m2Cache, KvAttentionGpu, ::testing::ValuesIn(e5m2_cas
 
 // Every kept config of the decode family, each against the reference, on
 // blocks of 8 packed rows (keys as the MMA's rows: a GQA group of 4 or 8,
-// and 2 x 4 speculative rows) and one of 16, over 16-bit and FP8 caches,
-// paged and contiguous: every block size, warp count and ring depth meets
-// a length of 0, lengths past a block and, paged, pages out of order.
+// 2 x 4 speculative rows, head dim 256 over e4m3) and one of 16, over
+// 16-bit and FP8 caches, paged and contiguous: every block size, warp count
+// and ring depth meets a length of 0, lengths past a block and, paged,
+// pages out of order.
 class KvEveryConfigGpu : public ::testing::TestWithParam<KvCase> {
  protected:
   void SetUp() override { CUJIT_REQUIRE_GPU(); }
@@ -570,7 +578,8 @@ std::vector<KvCase> every_config_cases() {
   KvCase fp8_d64 = fp8_case(paged_case(DType::f16, 8, 2, 64, 1, KvLayout::paged_interleaved, 64, lengths, true),
                             DType::e5m2);
   KvCase rows16_fp8 = fp8_case(paged_case(DType::f16, 32, 2, 128, 1, KvLayout::paged_vllm, 16, lengths, true));
-  return {gqa4, gqa8_fp8, speculative, fp8_d64, rows16_fp8};
+  KvCase d256_fp8 = fp8_case(paged_case(DType::bf16, 8, 2, 256, 1, KvLayout::paged_vllm, 16, lengths, true));
+  return {gqa4, gqa8_fp8, speculative, fp8_d64, rows16_fp8, d256_fp8};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 

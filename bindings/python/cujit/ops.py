@@ -396,7 +396,8 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     or with block_table (int32 [B, max_pages], page ids in order) page pools
     [num_pages, page_size, Hkv, D]; any strides with a contiguous last
     dimension; in q's dtype, or FP8: torch.float8_e4m3fn (sm_89 or newer)
-    or torch.float8_e5m2 (any GPU), head dim 64 or 128. k_descale,
+    or torch.float8_e5m2 (any GPU), head dim 64 or 128, or 256 with at
+    most 8 query rows per KV head (query heads per KV head times Sq). k_descale,
     v_descale: an FP8 cache's float32 descale factors on q's device, as
     FlashAttention-3's: the value attended to is the stored FP8 value times
     its factor. [B, Hkv] (one per

@@ -78,12 +78,15 @@ int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
          (s.head_dim > 128 ? 112 : 96) + fp8_to_bf16;
 }
 
-// D = 256 fits the registers without spilling only as sm_90's ptxas
-// allocates them, and with four warps or more (ptxas reports for sm_80/sm_89);
-// over an FP8 cache, whose conversions take a few more, not at all.
+// D = 256 in blocks of 16 rows or more fits the registers without spilling
+// only as sm_90's ptxas allocates them, and with four warps or more (ptxas
+// reports for sm_80/sm_89); over an FP8 cache, whose conversions take a few
+// more, not at all. A block of 8 rows (half the O and Q registers per
+// thread) fits everywhere: every config, both caches, all three targets
+// (cujit_compile_full_tests).
 std::optional<std::string> why_head_dim_256_is_out(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
-  if (s.head_dim <= 128) return std::nullopt;
-  if (s.fp8_kv) return fmt::format("head dim {} over an FP8 cache spills: 64 or 128 only", s.head_dim);
+  if (s.head_dim <= 128 || s.block_m == 8) return std::nullopt;
+  if (s.fp8_kv) return fmt::format("head dim {} over an FP8 cache spills past 8 query rows per KV head", s.head_dim);
   if (target.cc < 90) return fmt::format("head dim {} spills on {}: sm_90 only", s.head_dim, target.arch);
   if (c.warps < 4) return fmt::format("head dim {} with {} warps spills", s.head_dim, c.warps);
   return std::nullopt;
@@ -218,10 +221,9 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
-    if (!runs_on(target) || p.varlen || p.fp8_qkv || !cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
-    if (p.head_dim > 128 && target.cc < 90) return false;  // why_head_dim_256_is_out
-    // An FP8 cache: its format's conversions; registers past D = 128.
-    if (p.fp8_kv && ((fp8_needs_sm89(p.fp8_format) && target.cc < 89) || p.head_dim > 128)) return false;
+    if (!runs_on(target) || p.varlen || p.fp8_qkv || !decode_serves_head_dim(p, target)) return false;
+    // An FP8 cache: its format's conversions.
+    if (p.fp8_kv && fp8_needs_sm89(p.fp8_format) && target.cc < 89) return false;
     // Dense problems with few rows per KV head; everything over a cache.
     return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
   }
@@ -371,6 +373,12 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
 }  // namespace
 
+bool decode_serves_head_dim(const AttnProblem& p, const Target& target) {
+  if (!cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
+  if (p.head_dim <= 128 || (target.cc >= 90 && !p.fp8_kv)) return true;
+  return packed_rows(p) <= kDecodeNarrowHeadDim256Rows;  // why_head_dim_256_is_out
+}
+
 const AttentionFamily& decode_attention_family() {
   static const DecodeAttentionFamily family;
   return family;
@@ -378,10 +386,12 @@ const AttentionFamily& decode_attention_family() {
 
 FamilyRegistration decode_registration() {
   auto requirements = [](const AttnProblem& problem, const Target& target) {
-    return fmt::format("an sm_80 or newer GPU, head dim 64 or 128 or, on sm_90, 256 (this is {} and head dim {}), "
-                       "q in f16 or bf16 (an FP8 cache: sm_89 or newer, head dim 64 or 128), dense batches, "
+    return fmt::format("an sm_80 or newer GPU, head dim 64 or 128 or 256 (256 with more than {} query rows per KV head: "
+                       "sm_90 and a 16-bit cache) (this is {} and head dim {}), q in f16 or bf16 (an e4m3 cache: "
+                       "sm_89 or newer), dense batches, "
                        "and a KV cache or at most 16 query rows and {} query rows per KV head (this is {} and {})",
-                       target.arch, problem.head_dim, kDecodeMaxDenseRows, problem.seq_q, packed_rows(problem));
+                       kDecodeNarrowHeadDim256Rows, target.arch, problem.head_dim, kDecodeMaxDenseRows, problem.seq_q,
+                       packed_rows(problem));
   };
   return {&decode_attention_family(), "decode", cujit::kDecodeHeadDims, &DecodeAttentionFamily::runs_on,
           requirements};

@@ -13,4 +13,14 @@ FamilyRegistration decode_registration();
 // dense jit::attention call goes to the decode family.
 constexpr std::int64_t kDecodeMaxDenseRows = 64;
 
+// Head dim 256 over an FP8 cache, or on a GPU older than sm_90, fits the
+// registers only in a block of at most this many packed rows (the keys as
+// the MMA's rows: attention/decode/keys_as_rows.cuh).
+constexpr std::int64_t kDecodeNarrowHeadDim256Rows = 8;
+
+// Whether the decode family serves problem's head dim on target: 64 and 128
+// everywhere; 256 on sm_90 over a 16-bit cache, and elsewhere (FP8 caches,
+// sm_80, sm_89) with at most kDecodeNarrowHeadDim256Rows packed rows.
+bool decode_serves_head_dim(const AttnProblem& problem, const Target& target);
+
 }  // namespace jit::detail

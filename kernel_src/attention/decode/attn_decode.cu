@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = is_fp8<TKV>::value;
   static_assert(kFp8 || same_type<TKV, T>::value, "the cache is in T, or FP8 (e4m3 or e5m2)");
-  static_assert(!kFp8 || D <= 128, "an FP8 cache has head dim 64 or 128 (256 spills)");
+  static_assert(!kFp8 || D <= 128 || BM == 8, "an FP8 cache at head dim 256 takes blocks of 8 rows (16 spill)");
   static_assert(kDecodeHeadDims.contains(D), "D is one of kDecodeHeadDims");
   static_assert(BM == 8 || (BM % 16 == 0 && BM <= 64), "BM is 8 (keys_as_rows.cuh), 16, 32, 48 or 64 packed rows");
   constexpr bool kKeysAsRows = BM == 8;  // the products turned around: keys_as_rows.cuh
