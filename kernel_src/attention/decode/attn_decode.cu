@@ -7,12 +7,13 @@
 // through a STAGES-deep cp.async ring, from a contiguous cache or from pages
 // found through the block table (looked up a block ahead). Each warp owns 16
 // rows (BM / 16 warps across the rows) and a share of each block's keys (the
-// other WARPS / (BM / 16) across the keys), with its own online softmax; at
-// the end the key-sharing warps are merged through shared memory, and the CTA
-// writes its output (one split) or its normalized part and log-sum-exp
-// (several: merged within the cluster on sm_90 with at most
-// kMaxDecodeClusterSplits splits, cluster_merge.cuh, else by
-// attn_decode_combine).
+// other WARPS / (BM / 16) across the keys), with its own online softmax; a
+// block of 8 rows turns the products around, keys as the MMA's rows, and all
+// its warps share its rows (keys_as_rows.cuh). At the end the key-sharing
+// warps are merged through shared memory, and the CTA writes its output (one
+// split) or its normalized part and log-sum-exp (several: merged within the
+// cluster on sm_90 with at most kMaxDecodeClusterSplits splits,
+// cluster_merge.cuh, else by attn_decode_combine).
 //
 // An FP8 cache (TKV = e4m3 or e5m2, q in T) streams half the bytes and is
 // converted to T in registers, exactly, as the fragments are loaded: K's fragments come
