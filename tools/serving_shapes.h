@@ -53,6 +53,7 @@ inline std::vector<DecodeShape> decode_shapes(bool quick) {
       {16, 32, 8, 16384, 128, DType::f16},   // 1 GiB of cache
       {128, 8, 1, 2048, 128, DType::f16},    // MQA, a tensor-parallel shard of a large batch
       {32, 16, 4, 8192, 64, DType::f16},     // GQA 4 at D = 64
+      {8, 16, 8, 8192, 256, DType::bf16},    // GQA 2 at D = 256 (Gemma 2's attention)
       // FP8 (e4m3) caches: half the bytes of the same shapes above.
       {8, 32, 8, 8192, 128, DType::f16, DType::e4m3},
       {64, 32, 8, 2048, 128, DType::f16, DType::e4m3},
@@ -60,6 +61,7 @@ inline std::vector<DecodeShape> decode_shapes(bool quick) {
       {4, 32, 1, 32768, 128, DType::bf16, DType::e4m3},
       {16, 32, 8, 16384, 128, DType::f16, DType::e4m3},
       {32, 16, 4, 8192, 64, DType::f16, DType::e4m3},
+      {8, 16, 8, 8192, 256, DType::bf16, DType::e4m3},
       // e5m2 caches (vLLM's fp8_e5m2): the same bytes, converted by a byte permute.
       {8, 32, 8, 8192, 128, DType::f16, DType::e5m2},
       {1, 64, 8, 131072, 128, DType::bf16, DType::e5m2},
