@@ -49,11 +49,10 @@ void check_fp8_target(const AttnProblem& problem, const Target& target) {
   if (!problem.fp8_kv && !problem.fp8_qkv) return;
   const bool old_target = target.cc < 89 && fp8_needs_sm89(problem.fp8_format);
   // FP8 attention at D = 256 has only the sm90 family's kernel; an FP8
-  // cache at D = 256, the decode family's blocks of 8 rows.
+  // cache, the head dims the decode family serves.
   const bool sm90_head_dim = problem.fp8_qkv && problem.head_dim == 256 && target.arch == "sm_90a";
-  const std::int64_t rows = problem.heads_q / std::max<std::int64_t>(problem.heads_kv, 1) * problem.seq_q;
-  const bool narrow_cache = problem.fp8_kv && problem.head_dim == 256 && rows <= kDecodeNarrowHeadDim256Rows;
-  const bool head_dim_served = problem.head_dim == 64 || problem.head_dim == 128 || sm90_head_dim || narrow_cache;
+  const bool head_dim_served = problem.fp8_kv ? decode_serves_head_dim(problem, target)
+                                              : problem.head_dim == 64 || problem.head_dim == 128 || sm90_head_dim;
   if (!old_target && head_dim_served) return;  // every FP8 call passes here: no message is made
 
   const std::string what = problem.fp8_kv ? fmt::format("an FP8 ({}) KV cache", to_string(problem.fp8_format))
@@ -68,7 +67,7 @@ void check_fp8_target(const AttnProblem& problem, const Target& target) {
                                            : fmt::format(" (or 256 with at most {} query rows per KV head)",
                                                          kDecodeNarrowHeadDim256Rows);
   const std::string rows_here = problem.fp8_kv && problem.head_dim == 256
-                                    ? fmt::format(" with {} query rows per KV head", rows)
+                                    ? fmt::format(" with {} query rows per KV head", decode_packed_rows(problem))
                                     : std::string();
   throw Error(ErrorCode::Unsupported, fmt::format("{} takes head dim 64 or 128{}, not {}{}: {}", what, more,
                                                   problem.head_dim, rows_here, instead));

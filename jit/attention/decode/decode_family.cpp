@@ -59,7 +59,6 @@ int block_m_for(std::int64_t packed_rows) {
   return 64;
 }
 
-std::int64_t packed_rows(const AttnProblem& p) { return p.heads_q / std::max<std::int64_t>(p.heads_kv, 1) * p.seq_q; }
 
 // Registers per thread: the fp32 O (D / 2) and scores (keys per warp / 2), Q's
 // fragments when they stay in registers (D <= 128), each half as many for a
@@ -98,10 +97,11 @@ std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a;
 
 // Workspace of a split plan: the parts' O, then their log-sum-exps.
 std::size_t partial_o_bytes(const AttnProblem& p, int splits) {
-  return align_up(std::size_t(splits) * std::size_t(p.batch * p.heads_kv * packed_rows(p) * p.head_dim) * 4, 256);
+  const std::int64_t elements = p.batch * p.heads_kv * decode_packed_rows(p) * p.head_dim;
+  return align_up(std::size_t(splits) * std::size_t(elements) * 4, 256);
 }
 std::size_t partial_lse_bytes(const AttnProblem& p, int splits) {
-  return align_up(std::size_t(splits) * std::size_t(p.batch * p.heads_kv * packed_rows(p)) * 4, 256);
+  return align_up(std::size_t(splits) * std::size_t(p.batch * p.heads_kv * decode_packed_rows(p)) * 4, 256);
 }
 
 class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
@@ -115,7 +115,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   AttnSpec spec_for(const AttnProblem& problem) const override {
     AttnSpec s = spec_of(problem);  // fp8_kv included
     s.paged = problem.page_size > 0;
-    s.block_m = block_m_for(packed_rows(problem));
+    s.block_m = block_m_for(decode_packed_rows(problem));
     return s;
   }
 
@@ -139,7 +139,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     auto pow2 = [](std::int64_t n, std::int64_t floor) {
       return std::int64_t(std::bit_ceil(std::uint64_t(std::max(n, floor))));
     };
-    Json bucket = {{"rows", pow2(packed_rows(p), 1)},
+    Json bucket = {{"rows", pow2(decode_packed_rows(p), 1)},
                    {"group", pow2(p.heads_q / std::max<std::int64_t>(p.heads_kv, 1), 1)},
                    {"page", p.page_size > 0 ? pow2(p.page_size, 1) : 0},
                    {"splits", p.num_splits}};
@@ -225,7 +225,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     // An FP8 cache: its format's conversions.
     if (p.fp8_kv && fp8_needs_sm89(p.fp8_format) && target.cc < 89) return false;
     // Dense problems with few rows per KV head; everything over a cache.
-    return p.kv_cache() || (p.seq_q <= 16 && packed_rows(p) <= kDecodeMaxDenseRows);
+    return p.kv_cache() || (p.seq_q <= 16 && decode_packed_rows(p) <= kDecodeMaxDenseRows);
   }
 
   // Lengths and page ids: a branch on them is like a branch on a shape.
@@ -248,7 +248,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   AttnPlan typed_plan(const AttnProblem& problem, const DecodeConfig& c, const Target& target) const override {
     const AttnSpec s = spec_for(problem);
-    const std::int64_t rows = packed_rows(problem);
+    const std::int64_t rows = decode_packed_rows(problem);
     const std::int64_t m_blocks = (rows + s.block_m - 1) / s.block_m;
     const std::int64_t ctas = problem.batch * problem.heads_kv * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
@@ -337,7 +337,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     p.seq_q = int(problem.seq_q);
     p.seq_k = int(problem.seq_k);
     p.group = group;
-    p.rows = int(packed_rows(problem));
+    p.rows = int(decode_packed_rows(problem));
     p.num_pages = problem.page_size > 0 ? int(std::min<std::int64_t>(t.k.shape[0], INT32_MAX)) : 0;
     p.group_div = cujit::make_fast_divisor(unsigned(group));
     p.page_div = cujit::make_fast_divisor(unsigned(std::max(problem.page_size, 1)));
@@ -373,10 +373,14 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
 }  // namespace
 
+std::int64_t decode_packed_rows(const AttnProblem& p) {
+  return p.heads_q / std::max<std::int64_t>(p.heads_kv, 1) * p.seq_q;
+}
+
 bool decode_serves_head_dim(const AttnProblem& p, const Target& target) {
   if (!cujit::kDecodeHeadDims.contains(int(p.head_dim))) return false;
   if (p.head_dim <= 128 || (target.cc >= 90 && !p.fp8_kv)) return true;
-  return packed_rows(p) <= kDecodeNarrowHeadDim256Rows;  // why_head_dim_256_is_out
+  return decode_packed_rows(p) <= kDecodeNarrowHeadDim256Rows;  // why_head_dim_256_is_out
 }
 
 const AttentionFamily& decode_attention_family() {
@@ -386,12 +390,12 @@ const AttentionFamily& decode_attention_family() {
 
 FamilyRegistration decode_registration() {
   auto requirements = [](const AttnProblem& problem, const Target& target) {
-    return fmt::format("an sm_80 or newer GPU, head dim 64 or 128 or 256 (256 with more than {} query rows per KV head: "
-                       "sm_90 and a 16-bit cache) (this is {} and head dim {}), q in f16 or bf16 (an e4m3 cache: "
-                       "sm_89 or newer), dense batches, "
-                       "and a KV cache or at most 16 query rows and {} query rows per KV head (this is {} and {})",
+    return fmt::format("an sm_80 or newer GPU, head dim 64 or 128 or 256 (256 with more than {} query rows per KV "
+                       "head: sm_90 and a 16-bit cache) (this is {} and head dim {}), q in f16 or bf16 (an e4m3 "
+                       "cache: sm_89 or newer), dense batches, and a KV cache or at most 16 query rows and {} "
+                       "query rows per KV head (this is {} and {})",
                        kDecodeNarrowHeadDim256Rows, target.arch, problem.head_dim, kDecodeMaxDenseRows, problem.seq_q,
-                       packed_rows(problem));
+                       decode_packed_rows(problem));
   };
   return {&decode_attention_family(), "decode", cujit::kDecodeHeadDims, &DecodeAttentionFamily::runs_on,
           requirements};

@@ -18,6 +18,9 @@ constexpr std::int64_t kDecodeMaxDenseRows = 64;
 // the MMA's rows: attention/decode/keys_as_rows.cuh).
 constexpr std::int64_t kDecodeNarrowHeadDim256Rows = 8;
 
+// Packed rows: query heads per KV head times new rows.
+std::int64_t decode_packed_rows(const AttnProblem& problem);
+
 // Whether the decode family serves problem's head dim on target: 64 and 128
 // everywhere; 256 on sm_90 over a 16-bit cache, and elsewhere (FP8 caches,
 // sm_80, sm_89) with at most kDecodeNarrowHeadDim256Rows packed rows.
