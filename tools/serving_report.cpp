@@ -54,6 +54,11 @@ std::string verdict(const Metric& metric) {
   return metric.bar->met(metric.value) ? "PASS" : "MISS";
 }
 
+double fraction_of_copy_ceiling(double bytes, double copy_bytes_per_us, double launch_us) {
+  const double copy_us = bytes / copy_bytes_per_us;
+  return copy_us / (copy_us + launch_us);
+}
+
 double geometric_mean(const std::vector<double>& values) {
   if (values.empty()) return 0;
   double log_sum = 0;

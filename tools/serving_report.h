@@ -38,6 +38,11 @@ struct Metric {
 /// "PASS" or "MISS" for a metric with a bar, "" without one.
 std::string verdict(const Metric& metric);
 
+/// The fraction of the copy rate that reading `bytes` at the copy rate after
+/// one launch floor of `launch_us` reaches: what one timed launch of a decode
+/// over those bytes can reach at most.
+double fraction_of_copy_ceiling(double bytes, double copy_bytes_per_us, double launch_us);
+
 /// exp(mean(log x)); 0 for an empty list. Every value must be > 0.
 double geometric_mean(const std::vector<double>& values);
 

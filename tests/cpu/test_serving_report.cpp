@@ -30,6 +30,16 @@ TEST(ServingBenchShapes, TheIssuesLongAndMqaDecodesCarryTheBarAndTheSmallOneDoes
     EXPECT_NE(std::find(shapes.begin(), shapes.end(), s), shapes.end()) << "--quick times a shape of its own";
 }
 
+TEST(ServingBenchReport, TheCeilingIsTheCopyTimeOverItPlusOneLaunchFloor) {
+  // MQA's 67 MB: 22.13 us at an H100's 3.033 TB/s plus a 3.74 us floor, and
+  // 15.77 us at an H200's 4.255 TB/s plus 3.52 us.
+  const DecodeShape mqa{4, 32, 1, 32768, 128, jit::DType::bf16};
+  EXPECT_NEAR(fraction_of_copy_ceiling(kv_bytes(mqa), 3.033e6, 3.74), 0.8554, 1e-4);
+  EXPECT_NEAR(fraction_of_copy_ceiling(kv_bytes(mqa), 4.255e6, 3.52), 0.8175, 1e-4);
+  EXPECT_DOUBLE_EQ(fraction_of_copy_ceiling(1e6, 1e6, 0), 1.0);
+  EXPECT_NEAR(fraction_of_copy_ceiling(1e6, 1e6, 1.0), 0.5, 1e-12);  // a floor as long as the copy
+}
+
 TEST(ServingBenchReport, BarsAreInclusiveBothWays) {
   const Bar at_least{Bar::Kind::AtLeast, 0.85}, at_most{Bar::Kind::AtMost, 1.05};
   EXPECT_TRUE(at_least.met(0.85));
