@@ -441,6 +441,39 @@ std::vector<Function> parse_sass(const std::string& text) {
   return functions;
 }
 
+int LoopMix::count(const std::string& opcode) const {
+  const auto it = opcodes.find(opcode);
+  return it == opcodes.end() ? 0 : it->second;
+}
+
+namespace {
+
+std::string mix_key(const std::string& opcode) {
+  const std::string base = base_opcode(opcode);
+  if (base != "MUFU") return base;
+  const std::size_t end = opcode.find('.', base.size() + 1);
+  return opcode.substr(0, end);
+}
+
+std::optional<LoopMix> innermost_exp2_loop(const std::vector<Instruction>& code) {
+  std::optional<LoopMix> best;
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    const Instruction& branch = code[i];
+    if (base_opcode(branch.opcode) != "BRA") continue;
+    const auto target = branch_target(branch);
+    if (!target || *target > branch.address) continue;
+    LoopMix mix{*target, branch.address, 0, {}};
+    for (std::size_t j = i + 1; j-- > 0 && code[j].address >= *target;) {
+      ++mix.instructions;
+      ++mix.opcodes[mix_key(code[j].opcode)];
+    }
+    if (mix.count("MUFU.EX2") > 0 && (!best || mix.instructions < best->instructions)) best = std::move(mix);
+  }
+  return best;
+}
+
+}  // namespace
+
 int Audit::data_branches() const {
   int n = 0;
   for (const Branch& b : branches) n += b.kind == BranchKind::data;
@@ -475,6 +508,7 @@ Audit audit_function(const Function& function, const AuditOptions& options) {
       ++exp2_since_partial_wait;
     }
   }
+  audit.exp2_loop = innermost_exp2_loop(code);
   if (code.empty()) return audit;
 
   // Basic blocks: starts at branch targets and after branches and exits.
@@ -571,6 +605,12 @@ nlohmann::json to_json(const Audit& audit, bool explain) {
   j["function"] = audit.function;
   j["counts"] = audit.counts;
   j["exp2_under_wgmma"] = audit.exp2_under_wgmma;
+  if (const auto& loop = audit.exp2_loop) {
+    char begin[16], end[16];
+    std::snprintf(begin, sizeof begin, "0x%04x", loop->begin);
+    std::snprintf(end, sizeof end, "0x%04x", loop->end);
+    j["exp2_loop"] = {{"begin", begin}, {"end", end}, {"instructions", loop->instructions}, {"opcodes", loop->opcodes}};
+  }
   std::map<std::string, int> by_kind;
   nlohmann::json flagged = nlohmann::json::array();
   for (const Branch& b : audit.branches) {

@@ -76,6 +76,16 @@ struct Branch {
   std::vector<ChainStep> chain;
 };
 
+// A loop's instructions by opcode: the base opcode ("FFMA", "F2FP"), and for
+// MUFU its function too ("MUFU.EX2", "MUFU.RCP").
+struct LoopMix {
+  unsigned begin = 0;  // the backward branch's target
+  unsigned end = 0;    // the backward branch
+  int instructions = 0;
+  std::map<std::string, int> opcodes;
+  int count(const std::string& opcode) const;
+};
+
 struct Audit {
   std::string function;
   std::map<std::string, int> counts;  // opcode family -> instructions (see kCountedOpcodes)
@@ -84,6 +94,12 @@ struct Audit {
   // wait: the softmax exp2 that run while a warpgroup's P V may still be
   // running. 0 when ptxas moved the full wait ahead of the softmax.
   int exp2_under_wgmma = 0;
+  // The innermost loop that runs MUFU.EX2 (the shortest span from a backward
+  // branch's target to the branch that holds one): the softmax's main loop,
+  // whose instructions per exp2 are what a score costs in issue slots.
+  // Both arms of a branch inside the loop count, so a loop with a masked and
+  // an unmasked copy of the softmax counts both. Absent without such a loop.
+  std::optional<LoopMix> exp2_loop;
   std::vector<Branch> branches;
   int data_branches() const;
 };

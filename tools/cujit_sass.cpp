@@ -1,7 +1,8 @@
 // cujit-sass: what the compiled variants in a cache turned into. For each
 // cubin: registers, spills and local memory, static shared memory, counts of
 // the instructions that matter (HGMMA, HMMA, UTMALDG, LDGSTS, ...), the exp2
-// that run under a warpgroup's in-flight P V (exp2|P V), and every
+// that run under a warpgroup's in-flight P V (exp2|P V), with --mix the
+// instruction mix of the loop that runs the exp2, and every
 // branch classified by what its predicate depends on; a branch on loaded data
 // is flagged (attention's control flow should depend only on shapes).
 // Runs where cuobjdump (CUDA toolkit) is; --sass reads saved SASS instead;
@@ -14,6 +15,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdint>
@@ -29,6 +31,8 @@
 #include <sstream>
 #include <string>
 #include <unistd.h>
+#include <utility>
+#include <vector>
 
 #include "autotune/tuner.h"
 #include "cache/bounded_json.h"
@@ -278,7 +282,21 @@ std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, co
   return out;
 }
 
-void print_table(const std::vector<Variant>& variants, bool explain) {
+// "exp2 loop 0x46c0-0xa080: 1437 instructions, 6.30 per exp2: FMNMX 232, ..."
+// with the most frequent opcodes first.
+std::string mix_line(const jit::sass::LoopMix& loop) {
+  constexpr std::size_t kShown = 12;
+  std::vector<std::pair<std::string, int>> by_count(loop.opcodes.begin(), loop.opcodes.end());
+  std::stable_sort(by_count.begin(), by_count.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string line = fmt::format("exp2 loop 0x{:04x}-0x{:04x}: {} instructions, {:.2f} per exp2:", loop.begin, loop.end,
+                                 loop.instructions, double(loop.instructions) / loop.count("MUFU.EX2"));
+  for (std::size_t i = 0; i < by_count.size() && i < kShown; ++i)
+    line += fmt::format("{} {} {}", i ? "," : "", by_count[i].first, by_count[i].second);
+  if (by_count.size() > kShown) line += fmt::format(", {} other opcodes", by_count.size() - kShown);
+  return line;
+}
+
+void print_table(const std::vector<Variant>& variants, bool explain, bool mix) {
   fmt::print("{:58} {:>4} {:>5} {:>5} {:>6} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6} {:>4} {:>4} {:>8} {:>5} {:>9}\n",
              "variant", "regs", "spill", "local", "shared", "HGMMA", "QGMMA", "HMMA", "UTMALDG", "UTMASTG", "LDGSTS",
              "LDL", "STL", "branches", "data", "exp2|P V");
@@ -290,6 +308,7 @@ void print_table(const std::vector<Variant>& variants, bool explain) {
                r.value("local_bytes", 0), r.value("static_shared_bytes", 0), c.at("HGMMA"), c.at("QGMMA"), c.at("HMMA"),
                c.at("UTMALDG"), c.at("UTMASTG"), c.at("LDGSTS"), c.at("LDL"), c.at("STL"), v.audit.branches.size(),
                v.audit.data_branches(), v.audit.exp2_under_wgmma);
+    if (mix && v.audit.exp2_loop) fmt::print("    {}\n", mix_line(*v.audit.exp2_loop));
     for (const auto& b : v.audit.branches) {
       if (b.kind == jit::sass::BranchKind::data || b.kind == jit::sass::BranchKind::indirect) {
         fmt::print("    {} branch at 0x{:04x}: {}\n", jit::sass::to_string(b.kind), b.address, b.text);
@@ -317,6 +336,7 @@ int main(int argc, char** argv) {
   bool json = false;
   bool strict = false;
   bool explain = false;
+  bool mix = false;
   unsigned jobs = jit::detail::usable_cpus();
   app.add_option("--cache", cache_dir, "cache root (default: CUJIT_CACHE_DIR or the default cache)");
   CLI::Option* sass_option =
@@ -342,6 +362,9 @@ int main(int argc, char** argv) {
   app.add_flag("--strict", strict, "exit 1 when any branch depends on loaded data");
   app.add_flag("--explain", explain,
                "for each data branch, the chain of instructions that carried the mark from a load to its predicate");
+  app.add_flag("--mix", mix,
+               "under each variant, the instructions of its innermost loop that runs exp2 (the softmax's main "
+               "loop) by opcode, and their number per exp2 (the JSON has them as exp2_loop)");
   CLI11_PARSE(app, argc, argv);
   try {
     const std::vector<Variant> variants =
@@ -363,7 +386,7 @@ int main(int argc, char** argv) {
       }
       std::cout << out.dump(2) << "\n";
     } else {
-      print_table(variants, explain);
+      print_table(variants, explain, mix);
       fmt::print("{} variants, {} data-dependent branches\n", variants.size(), flagged);
     }
     return strict && flagged > 0 ? 1 : 0;

@@ -72,6 +72,43 @@ TEST(SassAudit, CountsExp2BetweenAPartialAndTheFullWgmmaWait) {
   EXPECT_EQ(audit({"MUFU.EX2 R1, R1", "EXIT"}).exp2_under_wgmma, 0);
 }
 
+// An outer loop (0x00-0xb0) around the softmax's loop (0x20-0x80), a
+// shorter loop without exp2 after them (0xc0-0xd0) and a forward branch:
+// the mix is the inner exp2 loop's, by base opcode and MUFU function.
+TEST(SassAudit, MixesTheInnermostLoopThatRunsExp2) {
+  const auto a = audit({"S2R R0, SR_TID.X",                     // 0x00
+                        "IMAD.MOV.U32 R1, RZ, RZ, R0",          // 0x10
+                        "FMNMX R2, R3, R4, !PT",                // 0x20 <- inner loop
+                        "FFMA R5, R2, R6, -R7",                 // 0x30
+                        "MUFU.EX2 R5, R5",                      // 0x40
+                        "MUFU.RCP R8, R8",                      // 0x50
+                        "F2FP.SATFINITE.E4M3.F32.PACK_AB_MERGE_C R9, R5, R5, RZ",  // 0x60
+                        "ISETP.GE.AND P0, PT, R0, 0x4, PT",     // 0x70
+                        "@!P0 BRA 0x20",                        // 0x80 inner back edge
+                        "@P0 BRA 0xa0",                         // 0x90 forward
+                        "ISETP.GE.AND P1, PT, R1, 0x8, PT",     // 0xa0
+                        "@!P1 BRA 0x0",                         // 0xb0 outer back edge
+                        "IADD3 R1, R1, 0x1, RZ",                // 0xc0
+                        "@!P1 BRA 0xc0",                        // 0xd0 a loop without exp2
+                        "EXIT"});
+  ASSERT_TRUE(a.exp2_loop.has_value());
+  EXPECT_EQ(a.exp2_loop->begin, 0x20u);
+  EXPECT_EQ(a.exp2_loop->end, 0x80u);
+  EXPECT_EQ(a.exp2_loop->instructions, 7);
+  EXPECT_EQ(a.exp2_loop->count("MUFU.EX2"), 1);
+  EXPECT_EQ(a.exp2_loop->count("MUFU.RCP"), 1);
+  EXPECT_EQ(a.exp2_loop->count("F2FP"), 1);
+  EXPECT_EQ(a.exp2_loop->count("ISETP"), 1);
+  EXPECT_EQ(a.exp2_loop->count("BRA"), 1);
+  EXPECT_EQ(a.exp2_loop->count("S2R"), 0);
+  EXPECT_EQ(jit::sass::to_json(a)["exp2_loop"]["begin"], "0x0020");
+  EXPECT_EQ(jit::sass::to_json(a)["exp2_loop"]["opcodes"]["FFMA"], 1);
+  // No loop, or loops without exp2: none.
+  EXPECT_FALSE(audit({"MUFU.EX2 R1, R1", "EXIT"}).exp2_loop.has_value());
+  EXPECT_FALSE(audit({"IADD3 R1, R1, 0x1, RZ", "@P0 BRA 0x0", "MUFU.EX2 R1, R1", "EXIT"}).exp2_loop.has_value());
+  EXPECT_FALSE(jit::sass::to_json(audit({"EXIT"})).contains("exp2_loop"));
+}
+
 TEST(SassAudit, CountsInstructionFamiliesByExactPrefix) {
   const auto a = audit({"LDS.128 R4, [R2]", "LDSM.16.M88.4 R8, [R3]", "UTMALDG.4D [UR8], [UR4]",
                         "HGMMA.64x64x16.F32 R24, gdesc[UR8], RZ, !UPT, gsb0", "LDGSTS.E.128 [R5], desc[UR4][R6.64]",

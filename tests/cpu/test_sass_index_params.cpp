@@ -1,7 +1,7 @@
 // Index parameters from a kernel family to cujit-sass: a compiled variant's
 // cache entry records its family's index_param_offsets, and cujit-sass audits
 // its loads through them as indices (cuobjdump is replaced by a script that
-// prints a fixed SASS listing).
+// prints a fixed SASS listing). And --mix over saved SASS.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -191,6 +191,31 @@ TEST_F(SassToolIndexParams, ParallelJobsGiveTheSameReport) {
   for (const auto& v : report) flagged += int(v.at("flagged_branches").size());
   EXPECT_EQ(flagged, 16);  // all but the 8 with index parameters
   EXPECT_EQ(std::distance(fs::directory_iterator(saved), fs::directory_iterator()), 24);
+}
+
+// --mix: the loop that runs exp2, by opcode, and its instructions per exp2.
+class SassToolMix : public cujit_test::TempDirTest {};
+
+TEST_F(SassToolMix, PrintsTheExp2LoopsOpcodesAndInstructionsPerExp2) {
+  const fs::path listing = tmp_ / "softmax.sass";
+  std::ofstream(listing) << "\n\tcode for sm_90a\n\t\tFunction : softmax\n"
+                            "        /*0000*/   MOV R7, RZ ;\n"
+                            "        /*0010*/   FFMA R2, R2, R3, -R4 ;\n"
+                            "        /*0020*/   MUFU.EX2 R2, R2 ;\n"
+                            "        /*0030*/   FFMA R5, R5, R3, -R4 ;\n"
+                            "        /*0040*/   MUFU.EX2 R5, R5 ;\n"
+                            "        /*0050*/   IADD3 R7, R7, 0x1, RZ ;\n"
+                            "        /*0060*/   ISETP.GE.AND P0, PT, R7, 0x8, PT ;\n"
+                            "        /*0070*/   @!P0 BRA 0x10 ;\n"
+                            "        /*0080*/   EXIT ;\n";
+  std::string output;
+  ASSERT_EQ(run(std::string(CUJIT_SASS_TOOL) + " --mix --sass " + listing.string(), tmp_, output), 0) << output;
+  EXPECT_NE(output.find("exp2 loop 0x0010-0x0070: 7 instructions, 3.50 per exp2: FFMA 2, MUFU.EX2 2, BRA 1, IADD3 1, "
+                        "ISETP 1\n"),
+            std::string::npos)
+      << output;
+  ASSERT_EQ(run(std::string(CUJIT_SASS_TOOL) + " --sass " + listing.string(), tmp_, output), 0) << output;
+  EXPECT_EQ(output.find("exp2 loop"), std::string::npos) << "only with --mix: " << output;
 }
 
 }  // namespace
