@@ -9,6 +9,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 namespace jit::sass {
 namespace {
@@ -456,20 +457,28 @@ std::string mix_key(const std::string& opcode) {
 }
 
 std::optional<LoopMix> innermost_exp2_loop(const std::vector<Instruction>& code) {
-  std::optional<LoopMix> best;
-  for (std::size_t i = 0; i < code.size(); ++i) {
-    const Instruction& branch = code[i];
-    if (base_opcode(branch.opcode) != "BRA") continue;
-    const auto target = branch_target(branch);
-    if (!target || *target > branch.address) continue;
-    LoopMix mix{*target, branch.address, 0, {}};
-    for (std::size_t j = i + 1; j-- > 0 && code[j].address >= *target;) {
-      ++mix.instructions;
-      ++mix.opcodes[mix_key(code[j].opcode)];
-    }
-    if (mix.count("MUFU.EX2") > 0 && (!best || mix.instructions < best->instructions)) best = std::move(mix);
+  // exp2_before[i]: MUFU.EX2 among code[0, i), so a span's count is a difference.
+  std::vector<int> exp2_before(code.size() + 1, 0);
+  for (std::size_t i = 0; i < code.size(); ++i)
+    exp2_before[i + 1] = exp2_before[i] + (mix_key(code[i].opcode) == "MUFU.EX2");
+  std::optional<std::pair<std::size_t, std::size_t>> best;  // [first, last] instruction
+  for (std::size_t last = 0; last < code.size(); ++last) {
+    if (base_opcode(code[last].opcode) != "BRA") continue;
+    const auto target = branch_target(code[last]);
+    if (!target || *target > code[last].address) continue;
+    const auto first = std::size_t(std::lower_bound(code.begin(), code.end(), *target,
+                                                    [](const Instruction& in, unsigned a) { return in.address < a; }) -
+                                   code.begin());
+    if (exp2_before[last + 1] == exp2_before[first]) continue;
+    if (!best || last - first < best->second - best->first) best = {{first, last}};
   }
-  return best;
+  if (!best) return std::nullopt;
+  LoopMix mix{code[best->first].address, code[best->second].address, 0, {}};
+  for (std::size_t i = best->first; i <= best->second; ++i) {
+    ++mix.instructions;
+    ++mix.opcodes[mix_key(code[i].opcode)];
+  }
+  return mix;
 }
 
 }  // namespace
