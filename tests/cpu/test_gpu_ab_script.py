@@ -1,0 +1,72 @@
+"""scripts/gpu-ab with no build (-B) and a command that records where it ran:
+the two trees alternate which goes first, each runs from its own root with
+its own cache directory (the same one every round), every run has its log,
+a failed run fails the script, and bad usage is refused. Also the old tree
+exported from a revision. Usage: test_gpu_ab_script.py REPO_ROOT"""
+import os
+import subprocess
+import sys
+import tempfile
+
+RECORD = 'echo "$PWD $CUJIT_CACHE_DIR" >> "$CALLS"'
+
+
+def run(root, tmp, args, extra_env=None):
+    env = dict(os.environ, OUT=os.path.join(tmp, "out"), AB_DIR=os.path.join(tmp, "ab"),
+               CALLS=os.path.join(tmp, "calls"))
+    env.update(extra_env or {})
+    return subprocess.run([os.path.join(root, "scripts", "gpu-ab")] + args, env=env, capture_output=True, text=True)
+
+
+def main():
+    root = os.path.realpath(sys.argv[1])
+    failures = []
+    with tempfile.TemporaryDirectory() as tmp:
+        old = os.path.join(tmp, "old-tree")
+        os.makedirs(old)
+        result = run(root, tmp, ["-d", old, "-B", "-n", "3", "--", "sh", "-c", RECORD])
+        if result.returncode != 0:
+            failures.append(f"exit status {result.returncode}: {result.stderr}")
+        calls = [line.split() for line in open(os.path.join(tmp, "calls")).read().splitlines()]
+        trees = [c[0] for c in calls]
+        if trees != [root, old, old, root, root, old]:
+            failures.append(f"the rounds do not alternate new/old, old/new, new/old: {trees}")
+        caches = {tree: {c[1] for c in calls if c[0] == tree} for tree in (root, old)}
+        if any(len(c) != 1 for c in caches.values()) or caches[root] == caches[old]:
+            failures.append(f"each tree should keep one cache directory of its own: {caches}")
+        logs = sorted(os.listdir(os.path.join(tmp, "out")))
+        expected = sorted(f"ab-{r}-{side}.log" for r in (1, 2, 3) for side in ("new", "old"))
+        if logs != expected:
+            failures.append(f"logs {logs}, expected {expected}")
+        if "=== round 2, old: rc=0" not in result.stdout:
+            failures.append(f"no summary line per run: {result.stdout}")
+
+        # A run that fails fails the script; the other runs still happen.
+        os.remove(os.path.join(tmp, "calls"))
+        result = run(root, tmp, ["-d", old, "-B", "-n", "1", "--", "sh", "-c",
+                                 RECORD + '; [ "$PWD" != "' + old + '" ]'])
+        if result.returncode != 1 or len(open(os.path.join(tmp, "calls")).read().splitlines()) != 2:
+            failures.append(f"a failed run: exit status {result.returncode}, {result.stdout}")
+
+        # The old tree from a revision: exported once, the command run in it.
+        os.remove(os.path.join(tmp, "calls"))
+        result = run(root, tmp, ["-r", "HEAD", "-B", "-n", "1", "--", "sh", "-c",
+                                 RECORD + "; test -f CMakeLists.txt"])
+        calls = [line.split() for line in open(os.path.join(tmp, "calls")).read().splitlines()]
+        exported = [c[0] for c in calls if c[0] != root]
+        if result.returncode != 0 or len(exported) != 1 or not os.path.basename(exported[0]).startswith("tree-"):
+            failures.append(f"-r HEAD: exit status {result.returncode}, runs in {calls}: {result.stderr}")
+
+        for args, what in ((["-B"], "no command"), (["-n", "0", "-B", "--", "true"], "zero rounds"),
+                           (["-r", "no-such-revision", "-B", "--", "true"], "a bad revision"),
+                           (["-d", os.path.join(tmp, "missing"), "-B", "--", "true"], "a missing directory")):
+            result = run(root, tmp, args)
+            if result.returncode != 2 or "gpu-ab: " not in result.stderr:
+                failures.append(f"{what}: exit status {result.returncode}, stderr {result.stderr!r}")
+    for f in failures:
+        print("FAIL:", f)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
