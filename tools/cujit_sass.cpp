@@ -282,7 +282,7 @@ std::vector<Variant> variants_in_files(const std::vector<std::string>& paths, co
   return out;
 }
 
-// "exp2 loop 0x46c0-0xa080: 1437 instructions, 6.30 per exp2: FMNMX 232, ..."
+// "exp2 loop 0x46c0-0xa080: 1437 instructions, 6.30 per exp2: FFMA 232, ..."
 // with the most frequent opcodes first.
 std::string mix_line(const jit::sass::LoopMix& loop) {
   constexpr std::size_t kShown = 12;
