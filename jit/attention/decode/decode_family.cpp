@@ -59,7 +59,6 @@ int block_m_for(std::int64_t packed_rows) {
   return 64;
 }
 
-
 // Registers per thread: the fp32 O (D / 2) and scores (keys per warp / 2), Q's
 // fragments when they stay in registers (D <= 128), each half as many for a
 // block of 8 rows (a warp's 8 rows against the 16 of the others), and about 96 for
