@@ -16,6 +16,10 @@ __device__ __forceinline__ u32 smem_addr(const void* ptr) {
 __device__ __forceinline__ void cp_async_cg_16(u32 dst, const void* src, int src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
 }
+// 4-byte async copy global -> shared, through L1 (.cg takes 16 bytes only).
+__device__ __forceinline__ void cp_async_ca_4(u32 dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(src) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait_group() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -195,6 +199,11 @@ __device__ __forceinline__ void st_shared_v2_f32(u32 addr, float a, float b) {
 }
 __device__ __forceinline__ void st_shared_f32(u32 addr, float x) {
   asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(addr), "f"(x) : "memory");
+}
+__device__ __forceinline__ u32 ld_shared_b32(u32 addr) {
+  u32 x;
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(x) : "r"(addr) : "memory");
+  return x;
 }
 __device__ __forceinline__ float ld_shared_f32(u32 addr) {
   float x;

@@ -5,7 +5,8 @@
 // KV head times the new rows) against one split of one sequence's keys, so
 // each K/V byte is read once per KV head. K/V blocks of BN keys stream
 // through a STAGES-deep cp.async ring, from a contiguous cache or from pages
-// found through the block table (looked up a block ahead). Each warp owns 16
+// found through the block table (whose entries ride STAGES - 1 blocks ahead
+// in the same ring). Each warp owns 16
 // rows (BM / 16 warps across the rows) and a share of each block's keys (the
 // other WARPS / (BM / 16) across the keys), with its own online softmax; a
 // block of 8 rows turns the products around, keys as the MMA's rows, and all
@@ -74,6 +75,7 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   constexpr int kRowsPerPass = kThreads / kKvChunks;
   static_assert(BN % kRowsPerPass == 0, "the threads cover a K/V block in whole passes");
   constexpr int kPasses = BN / kRowsPerPass;
+  static_assert(!PAGED || kPasses <= kMaxPagedLoadPasses, "paged: each load pass holds its key's page lookup");
 
   extern __shared__ __align__(128) unsigned char smem[];
   const u32 sQ = smem_addr(smem);
@@ -138,36 +140,28 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   }
 
   // This thread loads chunk column my_col of rows my_row + pass * kRowsPerPass
-  // of each block. Paged: the page and the row in it of each key of a block
-  // are looked up STAGES blocks ahead, into a shared slot per stage (the slot
-  // of the block whose loads were issued longest ago). A key's table entry is
-  // loaded one iteration before it is stored to the slot, so no warp waits on
-  // the table in the loop (waiting there cost every block a table load's
-  // latency: the paged decode ran 8-10% behind the contiguous one).
+  // of each block. Paged: a block's page ids (the table entries from its first
+  // key's page to its last key's, at most BN) are copied by cp.async into a
+  // shared slot in the group that carries the data of the block STAGES - 1
+  // before it, so they land STAGES - 1 blocks before its own loads are
+  // issued: a table read queues behind the K/V bytes in flight, and with
+  // less lead than the ring's a deep ring waited on it every block (the
+  // paged decode got slower with every stage past three). Slots are indexed
+  // block % (2 * STAGES), so that the prologue's need no barrier between
+  // them and each is rewritten a barrier after its last read.
   const int my_row = tid / kKvChunks;
   const int my_col = (tid % kKvChunks) * (16 / KB);  // elements
-  const u32 sPages = sV + STAGES * KVTile::kBytes;  // [STAGES][BN] (page, row) pairs
-  int pending_entry = 0, pending_row = 0;  // one block's lookup for this thread's key, in flight
-  auto lookup_start = [&](int block) {
+  constexpr int kTableSlots = 2 * STAGES;
+  const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
+  const int* table_row = PAGED ? p.block_table + batch * p.table_stride : nullptr;
+  auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
+  auto copy_table = [&](int block) {
     if constexpr (PAGED) {
-      const int row = tid;  // BN <= threads (static_assert above)
-      if (row < BN) {
-        // Keys past the split's end look up its last page (they are not
-        // loaded).
-        const int key = min(k_begin + block * BN + row, max(k_end - 1, 0));
-        const int index = int(p.page_div.quotient(unsigned(key)));
-        pending_entry = p.block_table[batch * p.table_stride + index];
-        pending_row = key - index * int(p.page_div.divisor);
-      }
-    }
-  };
-  auto lookup_finish = [&](int block) {  // page ids are clamped to the pool
-    if constexpr (PAGED) {
-      const int row = tid;
-      if (row < BN) {
-        const u32 slot = sPages + u32(block % STAGES) * BN * 8;
-        const int page = max(min(pending_entry, p.num_pages - 1), 0);
-        st_shared_v2_b32(slot + u32(row * 8), u32(page), u32(pending_row));
+      if (block >= n_blocks) return;
+      const int first = first_page_index(block);
+      const int last = int(p.page_div.quotient(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1)));
+      if (tid <= last - first) {  // at most BN <= threads entries (static_assert above)
+        cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + tid) * 4, table_row + first + tid);
       }
     }
   };
@@ -176,37 +170,52 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
+    const int first = PAGED ? first_page_index(block) : 0;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = my_row + pass * kRowsPerPass;
       const int key = k_begin + block * BN + row;
       const bool valid = key < k_end;
-      i64 outer = batch, inner = key;
       if constexpr (PAGED) {
-        u32 page, page_row;
-        ld_shared_v2_b32(page, page_row, sPages + u32((block % STAGES) * BN + row) * 8);
-        outer = int(page);
-        inner = int(page_row);
+        // Keys past the split's end take its last key's address (they are
+        // not loaded); page ids are clamped to the pool. Page ids and rows
+        // are 32-bit unsigned, so each product with a stride is one wide
+        // multiply-add: a paged decode computes these addresses every
+        // block, between its barrier and its math.
+        const unsigned in_range = unsigned(min(key, k_end - 1));
+        const unsigned index = p.page_div.quotient(in_range);
+        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
+        const unsigned long long page = unsigned(max(min(entry, p.num_pages - 1), 0));
+        const unsigned long long page_row = in_range - index * p.page_div.divisor;
+        const char* k_src = k_head + (page * p.k_stride[0] + page_row * p.k_stride[2] + my_col) * KB;
+        const char* v_src = v_head + (page * p.v_stride[0] + page_row * p.v_stride[2] + my_col) * KB;
+        cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), k_src, valid ? 16 : 0);
+        cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), v_src, valid ? 16 : 0);
+      } else {
+        const i64 outer = batch, inner = key;
+        const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * KB;
+        const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * KB;
+        cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
+        cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_src : p.v, valid ? 16 : 0);
       }
-      const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * KB;
-      const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * KB;
-      cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
-      cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_src : p.v, valid ? 16 : 0);
     }
   };
 
   // STAGES - 1 blocks in flight ahead of the one in use; every group is
-  // committed even when empty, so the wait counts are constants.
+  // committed even when empty, so the wait counts are constants. Group n
+  // carries block n's K/V and block n + STAGES - 1's page ids; the page ids
+  // of the first STAGES - 1 blocks come first, and are waited for.
+  if constexpr (PAGED) {
 #pragma unroll
-  for (int s = 0; s < STAGES; ++s) {
-    lookup_start(s);
-    lookup_finish(s);
+    for (int s = 0; s < STAGES - 1; ++s) copy_table(s);
+    cp_async_commit_group();
+    cp_async_wait_group<0>();
+    __syncthreads();
   }
-  lookup_start(STAGES);
-  if constexpr (PAGED) __syncthreads();
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     load_kv(s);
+    copy_table(s + STAGES - 1);
     cp_async_commit_group();
   }
   cp_async_wait_group<STAGES - 1>();  // the Q group
@@ -217,11 +226,10 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   // blocks ahead.
   auto next_block = [&](int block) {
     cp_async_wait_group<STAGES - 2>();
-    __syncthreads();  // the block has landed for all; all are done with block - 1's stage
-    load_kv(block + STAGES - 1);  // its pages were found before the barrier
+    __syncthreads();  // the block (and block + STAGES - 1's page ids) landed for all; block - 1's stage is free
+    load_kv(block + STAGES - 1);
+    copy_table(block + 2 * STAGES - 2);
     cp_async_commit_group();
-    lookup_finish(block + STAGES);     // into the slot of block, issued long ago
-    lookup_start(block + STAGES + 1);  // stored in the next iteration
   };
 
   // After the loop the warps that shared the keys are merged: row max m_w

@@ -10,10 +10,18 @@ namespace cujit {
 CUJIT_HOST_DEVICE constexpr int decode_merge_row_floats(int d) { return d + 4; }
 
 // While the keys stream: Q (BM, D) in 16-bit elements and the K and V rings
-// in kv_bytes-byte ones (2, or 1 for an FP8 cache); paged, a (page, row) pair
-// per key of each stage after them.
+// in kv_bytes-byte ones (2, or 1 for an FP8 cache); paged, 2 * STAGES slots
+// of BN int32 page ids after them.
 CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int stages, bool paged, int kv_bytes) {
-  return bm * d * 2 + 2 * stages * bn * d * kv_bytes + (paged ? stages * bn * 8 : 0);
+  return bm * d * 2 + 2 * stages * bn * d * kv_bytes + (paged ? 2 * stages * bn * 4 : 0);
+}
+
+// Paged, each load pass of a block (rows a thread loads) looks its key's page
+// up; more than 16 passes (D = 256 at two warps and 64 keys: 32) spill on
+// sm_90a.
+constexpr int kMaxPagedLoadPasses = 16;
+CUJIT_HOST_DEVICE constexpr int decode_load_passes(int d, int bn, int warps, int kv_bytes) {
+  return bn * (d * kv_bytes / 16) / (warps * 32);
 }
 
 // Warps across a block's rows: one per 16 rows, and one for a block of 8
