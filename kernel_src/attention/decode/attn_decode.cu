@@ -153,7 +153,6 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   const int my_col = (tid % kKvChunks) * (16 / KB);  // elements
   constexpr int kTableSlots = 2 * STAGES;
   const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
-  const int* table_row = PAGED ? p.block_table + batch * p.table_stride : nullptr;
   auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
   auto copy_table = [&](int block) {
     if constexpr (PAGED) {
@@ -161,7 +160,8 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
       const int first = first_page_index(block);
       const int last = int(p.page_div.quotient(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1)));
       if (tid <= last - first) {  // at most BN <= threads entries (static_assert above)
-        cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + tid) * 4, table_row + first + tid);
+        cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + tid) * 4,
+                      p.block_table + batch * p.table_stride + first + tid);
       }
     }
   };
