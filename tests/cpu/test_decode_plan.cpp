@@ -2,7 +2,11 @@
 // how a split's parts are merged on each target. No GPU (offline targets).
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+
 #include "jit/attention/families.h"
+#include "kernel_src/attention/decode/decode_layout.h"
 #include "kernel_src/attention/decode/decode_params.h"
 
 namespace {
@@ -91,6 +95,47 @@ TEST(DecodePlan, OneSplitIsOneLaunchWithoutClusters) {
     EXPECT_EQ(plan.workspace_bytes, 0u);
     EXPECT_EQ(plan.steps[0].geometry.cluster_x, 1u);
   }
+}
+
+// The kernel's static_assert: a paged variant takes at most
+// kMaxPagedLoadPasses load passes per block (more spill, each holding its
+// key's page lookup). The host prunes exactly those.
+TEST(DecodePruning, PagedVariantsKeepAtMostSixteenLoadPasses) {
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Target sm90 = target("sm_90a");
+  int kept_paged = 0;
+  for (int head_dim : {64, 128, 256})
+    for (bool paged : {false, true}) {
+      AttnProblem p = long_decode(0);
+      p.heads_q = 16;  // two query heads per KV head: a block of 8 rows
+      p.head_dim = head_dim;
+      p.page_size = paged ? 16 : 0;
+      const jit::Json spec = decode.spec_for(p);
+      for (const jit::Json& config : decode.config_space(spec)) {
+        const int passes = cujit::decode_load_passes(head_dim, config.at("bn").get<int>(),
+                                                      config.at("warps").get<int>(), 2);
+        const std::optional<std::string> why = decode.why_pruned(spec, config, sm90);
+        SCOPED_TRACE(decode.variant_name(spec, config));
+        if (paged && passes > cujit::kMaxPagedLoadPasses) {
+          EXPECT_TRUE(why.has_value()) << passes << " passes";
+        }
+        if (!paged && why) {
+          EXPECT_EQ(why->find("load passes"), std::string::npos) << *why;
+        }
+        kept_paged += paged && !why;
+      }
+    }
+  EXPECT_GT(kept_paged, 0);
+  // Head dim 256 at two warps and 64 keys: 32 passes, kept contiguous only.
+  AttnProblem d256 = long_decode(0);
+  d256.heads_q = 16;
+  d256.head_dim = 256;
+  const jit::Json config = {{"bn", 64}, {"stages", 2}, {"warps", 2}};
+  const std::optional<std::string> why = decode.why_pruned(decode.spec_for(d256), config, sm90);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("32 load passes"), std::string::npos) << *why;
+  d256.page_size = 0;
+  EXPECT_FALSE(decode.why_pruned(decode.spec_for(d256), config, sm90).has_value());
 }
 
 }  // namespace
