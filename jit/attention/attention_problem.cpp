@@ -172,7 +172,7 @@ cujit::AttnParams make_attn_params(const AttnProblem& problem, const TensorView&
   p.heads_kv = int(problem.heads_kv);
   p.seq_q = int(problem.varlen ? problem.total_q : problem.seq_q);
   p.seq_k = int(problem.varlen ? problem.total_k : problem.seq_k);
-  p.group = int(problem.heads_q / problem.heads_kv);
+  p.group = int(problem.group());
   p.scale_log2 = float(double(problem.scale) * 1.4426950408889634);
   p.causal_offset = problem.causal_offset;
   return p;

@@ -47,6 +47,8 @@ struct AttnProblem {
   std::int64_t kv_bytes_per_key() const {
     return 2 * heads_kv * head_dim * std::int64_t(element_size(kv_dtype()));
   }
+  // Query heads per KV head (GQA's group; 1 for MHA, heads_q for MQA).
+  std::int64_t group() const { return heads_q / (heads_kv > 0 ? heads_kv : 1); }
   bool empty() const { return batch == 0 || heads_q == 0 || seq_q == 0 || (varlen && total_q == 0); }
   bool kv_cache() const { return page_size > 0 || seq_lens; }
   // Every field, once: equality and the hash below both read it, so a field

@@ -139,7 +139,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       return std::int64_t(std::bit_ceil(std::uint64_t(std::max(n, floor))));
     };
     Json bucket = {{"rows", pow2(decode_packed_rows(p), 1)},
-                   {"group", pow2(p.heads_q / std::max<std::int64_t>(p.heads_kv, 1), 1)},
+                   {"group", pow2(p.group(), 1)},
                    {"page", p.page_size > 0 ? pow2(p.page_size, 1) : 0},
                    {"splits", p.num_splits}};
     // One split is asked for batch-invariant results: then the config (whose
@@ -308,7 +308,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (combine_pass && workspace == nullptr) {
       throw Error(ErrorCode::Internal, "a split decode plan was launched without its workspace");
     }
-    const int group = int(problem.heads_q / problem.heads_kv);
+    const int group = int(problem.group());
     cujit::DecodeParams p{};
     p.q = t.q.data;
     p.k = t.k.data;
@@ -377,7 +377,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 }  // namespace
 
 std::int64_t decode_packed_rows(const AttnProblem& p) {
-  return p.heads_q / std::max<std::int64_t>(p.heads_kv, 1) * p.seq_q;
+  return p.group() * p.seq_q;
 }
 
 bool decode_serves_head_dim(const AttnProblem& p, const Target& target) {
