@@ -36,10 +36,19 @@ namespace cujit::decode {
 
 // Dynamic shared memory: decode_layout.h. FP8 variants ask for at least one
 // CTA per SM, which lets ptxas use the registers the conversions need (left to
-// itself it holds some at 128 registers and spills); the 16-bit variants keep
-// the heuristic they were tuned with (a minimum of 0 emits no directive).
+// itself it holds some at 128 registers and spills); so do paged 16-bit ones
+// on sm_80/sm_89, for the page lookups (held at 128 or 168 registers, some
+// spilled 4-16 bytes). The 16-bit variants on sm_90 keep the heuristic they
+// were tuned with (a minimum of 0 emits no directive).
+__host__ __device__ constexpr int decode_min_ctas_per_sm(bool fp8, bool paged) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  return fp8 || paged ? 1 : 0;
+#else
+  return fp8 ? 1 : 0;
+#endif
+}
 template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED>
-__global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_decode(const __grid_constant__ DecodeParams p) {
+__global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>::value, PAGED)) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = is_fp8<TKV>::value;
   static_assert(kFp8 || same_type<TKV, T>::value, "the cache is in T, or FP8 (e4m3 or e5m2)");
@@ -153,15 +162,19 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   const int my_col = (tid % kKvChunks) * (16 / KB);  // elements
   constexpr int kTableSlots = 2 * STAGES;
   const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
-  auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
+  // A block's entries (at most BN consecutive ones) sit at their index
+  // modulo BN in its slot, so a load finds its key's page id from the
+  // index alone.
+  static_assert(!PAGED || (BN & (BN - 1)) == 0, "paged: BN is a power of two");
   auto copy_table = [&](int block) {
     if constexpr (PAGED) {
       if (block >= n_blocks) return;
-      const int first = first_page_index(block);
-      const int last = int(p.page_div.quotient(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1)));
-      if (tid <= last - first) {  // at most BN <= threads entries (static_assert above)
-        cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + tid) * 4,
-                      p.block_table + batch * p.table_stride + first + tid);
+      const unsigned first = p.page_div.quotient(unsigned(k_begin + block * BN));
+      const unsigned last = p.page_div.quotient(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1));
+      const unsigned index = first + unsigned(tid);
+      if (index <= last) {  // at most BN <= threads entries (static_assert above)
+        cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + int(index % BN)) * 4,
+                      p.block_table + batch * p.table_stride + index);
       }
     }
   };
@@ -170,7 +183,6 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
-    const int first = PAGED ? first_page_index(block) : 0;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = my_row + pass * kRowsPerPass;
@@ -184,7 +196,7 @@ __global__ void __launch_bounds__(WARPS * 32, is_fp8<TKV>::value ? 1 : 0) attn_d
         // block, between its barrier and its math.
         const unsigned in_range = unsigned(min(key, k_end - 1));
         const unsigned index = p.page_div.quotient(in_range);
-        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
+        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index % BN)) * 4));
         const unsigned long long page = unsigned(max(min(entry, p.num_pages - 1), 0));
         const unsigned long long page_row = in_range - index * p.page_div.divisor;
         const char* k_src = k_head + (page * p.k_stride[0] + page_row * p.k_stride[2] + my_col) * KB;
