@@ -162,19 +162,15 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   const int my_col = (tid % kKvChunks) * (16 / KB);  // elements
   constexpr int kTableSlots = 2 * STAGES;
   const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
-  // A block's entries (at most BN consecutive ones) sit at their index
-  // modulo BN in its slot, so a load finds its key's page id from the
-  // index alone.
-  static_assert(!PAGED || (BN & (BN - 1)) == 0, "paged: BN is a power of two");
+  auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
   auto copy_table = [&](int block) {
     if constexpr (PAGED) {
       if (block >= n_blocks) return;
-      const unsigned first = p.page_div.quotient(unsigned(k_begin + block * BN));
-      const unsigned last = p.page_div.quotient(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1));
-      const unsigned index = first + unsigned(tid);
-      if (index <= last) {  // at most BN <= threads entries (static_assert above)
-        cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + int(index % BN)) * 4,
-                      p.block_table + batch * p.table_stride + index);
+      const int first = first_page_index(block);
+      const int last = int(p.page_div.quotient(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1)));
+      if (tid <= last - first) {  // at most BN <= threads entries (static_assert above)
+        cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + tid) * 4,
+                      p.block_table + batch * p.table_stride + first + tid);
       }
     }
   };
@@ -183,6 +179,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
+    const int first = PAGED ? first_page_index(block) : 0;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = my_row + pass * kRowsPerPass;
@@ -196,7 +193,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         // block, between its barrier and its math.
         const unsigned in_range = unsigned(min(key, k_end - 1));
         const unsigned index = p.page_div.quotient(in_range);
-        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index % BN)) * 4));
+        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
         const unsigned long long page = unsigned(max(min(entry, p.num_pages - 1), 0));
         const unsigned long long page_row = in_range - index * p.page_div.divisor;
         const char* k_src = k_head + (page * p.k_stride[0] + page_row * p.k_stride[2] + my_col) * KB;
