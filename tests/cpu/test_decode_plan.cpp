@@ -112,8 +112,9 @@ TEST(DecodePruning, PagedVariantsKeepAtMostSixteenLoadPasses) {
       p.page_size = paged ? 16 : 0;
       const jit::Json spec = decode.spec_for(p);
       for (const jit::Json& config : decode.config_space(spec)) {
-        const int passes = cujit::decode_load_passes(head_dim, config.at("bn").get<int>(),
-                                                      config.at("warps").get<int>(), 2);
+        // A thread loads one 16-byte column of a row per pass.
+        const int rows_per_pass = config.at("warps").get<int>() * 32 / (head_dim * 2 / 16);
+        const int passes = config.at("bn").get<int>() / rows_per_pass;
         const std::optional<std::string> why = decode.why_pruned(spec, config, sm90);
         SCOPED_TRACE(decode.variant_name(spec, config));
         if (paged && passes > cujit::kMaxPagedLoadPasses) {

@@ -178,8 +178,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (s.paged && c.bn > 32 * c.warps) return fmt::format("paged: BN {} keys need as many threads", c.bn);
     const int rows_per_pass = c.warps * 32 / (s.head_dim * kv_bytes(s) / 16);
     if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
-    if (const int passes = cujit::decode_load_passes(s.head_dim, c.bn, c.warps, kv_bytes(s));
-        s.paged && passes > cujit::kMaxPagedLoadPasses) {
+    if (const int passes = c.bn / rows_per_pass; s.paged && passes > cujit::kMaxPagedLoadPasses) {
       return fmt::format("paged: {} load passes per block spill (at most {})", passes, cujit::kMaxPagedLoadPasses);
     }
     if (const int smem =

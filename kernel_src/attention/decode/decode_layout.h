@@ -20,9 +20,6 @@ CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int s
 // up; more than 16 passes (D = 256 at two warps and 64 keys: 32) spill on
 // sm_90a.
 constexpr int kMaxPagedLoadPasses = 16;
-CUJIT_HOST_DEVICE constexpr int decode_load_passes(int d, int bn, int warps, int kv_bytes) {
-  return bn * (d * kv_bytes / 16) / (warps * 32);
-}
 
 // Warps across a block's rows: one per 16 rows, and one for a block of 8
 // (keys_as_rows.cuh), whose warps all share its rows.
