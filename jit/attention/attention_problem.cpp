@@ -206,6 +206,7 @@ void to_json(Json& j, const AttnSpec& spec) {
   if (spec.fp8_kv) j["kv"] = kernel_dtype_name(spec.fp8_format);
   if (spec.fp8_qkv) j["qkv"] = kernel_dtype_name(spec.fp8_format);
   if (spec.varlen) j["varlen"] = true;
+  if (spec.paired_kv_heads) j["kv_heads"] = 2;
 }
 
 void from_json(const Json& j, AttnSpec& spec) {
@@ -227,6 +228,9 @@ void from_json(const Json& j, AttnSpec& spec) {
   if (spec.fp8_kv && spec.fp8_qkv) throw Error(ErrorCode::Internal, "a spec has both \"kv\" and \"qkv\"");
   spec.fp8_format = kv == "e5m2" ? DType::e5m2 : DType::e4m3;
   spec.varlen = j.value("varlen", false);
+  const int kv_heads = j.value("kv_heads", 1);
+  if (kv_heads != 1 && kv_heads != 2) throw Error(ErrorCode::Internal, fmt::format("spec kv_heads is {}", kv_heads));
+  spec.paired_kv_heads = kv_heads == 2;
 }
 
 Json attention_bucket(const AttnProblem& problem) {

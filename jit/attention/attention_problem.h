@@ -82,8 +82,11 @@ struct AttnSpec {
   DType fp8_format = DType::e4m3;
   // A ragged batch (absent from the JSON when false).
   bool varlen = false;
+  // Decode over an FP8 cache at head dim 64: two KV heads a CTA
+  // (kernel_src/attention/decode/attn_decode.cu, PAIRED).
+  bool paired_kv_heads = false;
   auto fields() const {
-    return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen);
+    return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen, paired_kv_heads);
   }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };

@@ -139,4 +139,46 @@ TEST(DecodePruning, PagedVariantsKeepAtMostSixteenLoadPasses) {
   EXPECT_FALSE(decode.why_pruned(decode.spec_for(d256), config, sm90).has_value());
 }
 
+// An FP8 cache at head dim 64 with at most 4 packed rows per KV head and an
+// even number of KV heads: two KV heads a CTA (half the grid's heads), the
+// tile of head dim 128; everything else one.
+TEST(DecodePlan, PairsKvHeadsOfFp8CachesAtHeadDim64WithFewRows) {
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Target sm90 = target("sm_90a");
+  AttnProblem p = long_decode(1);
+  p.heads_q = 16;
+  p.heads_kv = 4;
+  p.head_dim = 64;
+  p.fp8_kv = true;
+  const jit::Json spec = decode.spec_for(p);
+  EXPECT_EQ(spec.value("kv_heads", 1), 2);
+  const jit::Json config = decode.default_config(spec, sm90);
+  EXPECT_NE(decode.variant_name(spec, config).find("_kvheads2_"), std::string::npos);
+  EXPECT_NE(decode.name_expression(spec, config).find("attn_decode<128, 8,"), std::string::npos)
+      << decode.name_expression(spec, config);
+  const AttnPlan plan = decode.plan(p, config, sm90);
+  EXPECT_EQ(plan.steps[0].geometry.grid.y, 2u);
+  EXPECT_EQ(plan.steps[0].geometry.grid.x, 1u);
+
+  auto paired = [&](const AttnProblem& q) { return decode.spec_for(q).paired_kv_heads; };
+  AttnProblem gqa1_rows3 = p;
+  gqa1_rows3.heads_q = 4;
+  gqa1_rows3.seq_q = 3;
+  EXPECT_TRUE(paired(gqa1_rows3));
+  AttnProblem five_rows = p;
+  five_rows.heads_q = 4;
+  five_rows.seq_q = 5;
+  EXPECT_FALSE(paired(five_rows)) << "10 rows do not fit a block of 8";
+  AttnProblem odd_heads = p;
+  odd_heads.heads_kv = 3;
+  odd_heads.heads_q = 12;
+  EXPECT_FALSE(paired(odd_heads));
+  AttnProblem f16_cache = p;
+  f16_cache.fp8_kv = false;
+  EXPECT_FALSE(paired(f16_cache));
+  AttnProblem d128 = p;
+  d128.head_dim = 128;
+  EXPECT_FALSE(paired(d128));
+}
+
 }  // namespace

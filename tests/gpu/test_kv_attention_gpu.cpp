@@ -530,6 +530,37 @@ std::vector<KvCase> e5m2_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(E5m2Cache, KvAttentionGpu, ::testing::ValuesIn(e5m2_cases()), param_name);
 
+// FP8 caches at head dim 64 with at most 4 packed rows per KV head and an
+// even number of KV heads decode two KV heads a CTA (attn_decode.cu,
+// PAIRED): each head's rows 1 to 4 (GQA 1, 2, 4; speculative and causal
+// rows), heads that sit side by side in a key's row (token-major) and apart
+// (head-major), descale factors per (sequence, KV head), per KV head and
+// one, every way a split's parts merge (one split, two in a cluster on
+// sm_90, five through the combine pass), q and out token-major.
+std::vector<KvCase> paired_kv_head_cases() {
+  std::vector<KvCase> cases;
+  KvCase gqa4 = fp8_case(paged_case(DType::f16, 16, 4, 64, 1, KvLayout::contiguous_bshd, 0, {0, 1, 200, 1000, 77},
+                                    false));
+  gqa4.cache.capacity = 1024;
+  cases.push_back(gqa4);
+  cases.push_back(fp8_case(paged_case(DType::bf16, 8, 8, 64, 3, KvLayout::paged_vllm, 16, {0, 1, 15, 17, 300}, true)));
+  cases.push_back(fp8_case(paged_case(DType::f16, 8, 4, 64, 2, KvLayout::paged_head_major, 7, {2, 100, 999}, true),
+                           DType::e5m2));
+  KvCase per_head = fp8_case(paged_case(DType::bf16, 4, 2, 64, 1, KvLayout::paged_interleaved, 1, {1, 64, 513}, true));
+  per_head.descale_strides = std::array<std::int64_t, 2>{0, 1};
+  per_head.q_layout = Layout::bshd;
+  per_head.out_layout = Layout::bshd;
+  cases.push_back(per_head);
+  for (int splits : {1, 2, 5}) {
+    KvCase split = fp8_case(paged_case(DType::bf16, 12, 6, 64, 2, KvLayout::paged_vllm, 16, {3000, 1, 1777}, true));
+    split.num_splits = splits;
+    if (splits == 5) split.descale_strides = std::array<std::int64_t, 2>{0, 0};
+    cases.push_back(split);
+  }
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(PairedKvHeads, KvAttentionGpu, ::testing::ValuesIn(paired_kv_head_cases()), param_name);
+
 // Every kept config of the decode family, each against the reference, on
 // blocks of 8 packed rows (keys as the MMA's rows: a GQA group of 4 or 8,
 // 2 x 4 speculative rows, head dim 256 over e4m3) and one of 16, over
@@ -579,7 +610,10 @@ std::vector<KvCase> every_config_cases() {
                             DType::e5m2);
   KvCase rows16_fp8 = fp8_case(paged_case(DType::f16, 32, 2, 128, 1, KvLayout::paged_vllm, 16, lengths, true));
   KvCase d256_fp8 = fp8_case(paged_case(DType::bf16, 8, 2, 256, 1, KvLayout::paged_vllm, 16, lengths, true));
-  return {gqa4, gqa8_fp8, speculative, fp8_d64, rows16_fp8, d256_fp8};
+  // Two KV heads a CTA (PAIRED): 2 x 2 speculative rows, token-major.
+  KvCase paired_fp8 = fp8_case(paged_case(DType::bf16, 4, 2, 64, 2, KvLayout::contiguous_bshd, 0, lengths, true));
+  paired_fp8.cache.capacity = 1536;
+  return {gqa4, gqa8_fp8, speculative, fp8_d64, rows16_fp8, d256_fp8, paired_fp8};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 

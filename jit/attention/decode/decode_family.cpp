@@ -43,9 +43,21 @@ struct DecodeStepData {
 // (its launch, its wait for the whole grid and the parts' round trip through
 // global memory cost about 3 us a call on the H100), no workspace. Its
 // shared memory keeps room for the CTA's part.
+// The kernel tile's head dim: two KV heads' when paired.
+int tile_head_dim(const AttnSpec& s) { return cujit::decode_tile_head_dim(s.head_dim, s.paired_kv_heads); }
+
 bool merges_in_clusters(const AttnSpec& s, const Target& target) {
-  return target.cc >= 90 && cujit::decode_cluster_mergeable(s.head_dim, s.block_m);
+  return target.cc >= 90 && cujit::decode_cluster_mergeable(tile_head_dim(s), s.block_m);
 }
+
+// An FP8 cache at head dim 64 with at most 4 packed rows per KV head and an
+// even number of KV heads is decoded two KV heads a CTA, as one of head dim
+// 128 (attn_decode.cu, PAIRED): each key's K and V rows are read 128 bytes
+// at a time rather than 64, and the 8-row tile is full.
+bool pairs_kv_heads(const AttnProblem& p) {
+  return p.fp8_kv && p.head_dim == 64 && p.heads_kv % 2 == 0 && 2 * decode_packed_rows(p) <= 8;
+}
+int ctas_kv_heads(const AttnProblem& p) { return int(pairs_kv_heads(p) ? p.heads_kv / 2 : p.heads_kv); }
 
 // Packed rows per CTA: the query heads sharing a KV head times the new rows,
 // rounded up to whole 16-row m-tiles, at most 64 (more rows take more CTAs).
@@ -72,8 +84,8 @@ int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
   const int keys_per_warp = c.bn / key_warps;
   const int fp8_to_bf16 = s.fp8_kv && s.dtype == DType::bf16 ? 32 : 0;
   const int warp_rows = std::min(s.block_m, 16);
-  return (s.head_dim / 2 + keys_per_warp / 2 + (s.head_dim <= 128 ? s.head_dim / 4 : 0)) * warp_rows / 16 +
-         (s.head_dim > 128 ? 112 : 96) + fp8_to_bf16;
+  const int d = tile_head_dim(s);
+  return (d / 2 + keys_per_warp / 2 + (d <= 128 ? d / 4 : 0)) * warp_rows / 16 + (d > 128 ? 112 : 96) + fp8_to_bf16;
 }
 
 // D = 256 in blocks of 16 rows or more fits the registers without spilling
@@ -115,6 +127,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     AttnSpec s = spec_of(problem);  // fp8_kv included
     s.paged = problem.page_size > 0;
     s.block_m = block_m_for(decode_packed_rows(problem));
+    s.paired_kv_heads = pairs_kv_heads(problem);
     return s;
   }
 
@@ -130,6 +143,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
           s.paged = paged;
           s.block_m = block_m;
           specs.push_back(s);
+          if (s.fp8_kv && s.head_dim == 64 && block_m == 8) {
+            s.paired_kv_heads = true;
+            specs.push_back(s);
+          }
         }
     return specs;
   }
@@ -164,6 +181,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
                                               const Target& target) const override {
     // Mirrors the static_asserts at the top of attn_decode.
     if (!cujit::kDecodeHeadDims.contains(s.head_dim)) return fmt::format("head dim {} is not instantiated", s.head_dim);
+    if (s.paired_kv_heads && !(s.fp8_kv && s.head_dim == 64 && s.block_m == 8)) {
+      return "paired KV heads: an FP8 cache at head dim 64 in blocks of 8 rows";
+    }
+    const int d = tile_head_dim(s);
     if (s.fp8_kv && fp8_needs_sm89(s.fp8_format) && target.cc < 89) {
       return fmt::format("an {} cache needs sm_89 or newer, not {}", kernel_dtype_name(s.fp8_format), target.arch);
     }
@@ -176,13 +197,13 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (c.bn % (16 * key_warps) != 0) return fmt::format("BN {} is not 16 keys for each of {} warps", c.bn, key_warps);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (s.paged && c.bn > 32 * c.warps) return fmt::format("paged: BN {} keys need as many threads", c.bn);
-    const int rows_per_pass = c.warps * 32 / (s.head_dim * kv_bytes(s) / 16);
+    const int rows_per_pass = c.warps * 32 / (d * kv_bytes(s) / 16);
     if (rows_per_pass == 0 || c.bn % rows_per_pass != 0) return "the threads do not cover a block in whole passes";
     if (const int passes = c.bn / rows_per_pass; s.paged && passes > cujit::kMaxPagedLoadPasses) {
       return fmt::format("paged: {} load passes per block spill (at most {})", passes, cujit::kMaxPagedLoadPasses);
     }
     if (const int smem =
-            cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
+            cujit::decode_smem_bytes(d, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
                                      merges_in_clusters(s, target));
         smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
@@ -210,16 +231,17 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   std::string typed_variant_name(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("attn_decode_d{}_{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
+    return fmt::format("attn_decode_d{}_{}{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
                        s.fp8_kv ? fmt::format("_kv{}", kernel_dtype_name(s.fp8_format)) : "",
+                       s.paired_kv_heads ? "_kvheads2" : "",
                        s.causal ? "_causal" : "", s.paged ? "_paged" : "", s.block_m, c.bn, c.stages, c.warps);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}>", s.head_dim,
-                       s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
+    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}>",
+                       tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
                        kernel_dtype_name(s.fp8_kv ? s.fp8_format : s.dtype), s.causal ? "true" : "false",
-                       s.paged ? "true" : "false");
+                       s.paged ? "true" : "false", s.paired_kv_heads ? "true" : "false");
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
@@ -251,10 +273,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   AttnPlan typed_plan(const AttnProblem& problem, const DecodeConfig& c, const Target& target) const override {
     const AttnSpec s = spec_for(problem);
     const std::int64_t rows = decode_packed_rows(problem);
-    const std::int64_t m_blocks = (rows + s.block_m - 1) / s.block_m;
-    const std::int64_t ctas = problem.batch * problem.heads_kv * m_blocks;
+    const std::int64_t m_blocks = s.paired_kv_heads ? 1 : (rows + s.block_m - 1) / s.block_m;
+    const std::int64_t ctas = problem.batch * ctas_kv_heads(problem) * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
-    const int smem = cujit::decode_smem_bytes(s.head_dim, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
+    const int smem = cujit::decode_smem_bytes(tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
                                               merges_in_clusters(s, target));
     std::int64_t splits = problem.num_splits;
     if (splits == 0) {
@@ -279,7 +301,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
     AttnPlan plan;
     AttnStep& step = plan.add_step();
-    step.geometry.grid = {unsigned(splits * m_blocks), unsigned(problem.heads_kv), unsigned(problem.batch)};
+    step.geometry.grid = {unsigned(splits * m_blocks), unsigned(ctas_kv_heads(problem)), unsigned(problem.batch)};
     step.geometry.block = {unsigned(32 * c.warps), 1, 1};
     step.geometry.smem_bytes = unsigned(smem);
     step.geometry.programmatic_dependent_launch = pdl;

@@ -23,6 +23,17 @@
 // pairs (so each register holds two output columns, put back in place when
 // the warps are merged). The (sequence, KV head)'s descale factors scale the
 // scores (with the softmax scale) and the output.
+//
+// PAIRED (an FP8 cache at head dim D / 2 = 64, at most 4 packed rows per KV
+// head): one CTA takes two KV heads, 2y and 2y + 1, as one of head dim D. Its
+// block of 8 rows holds head 2y's rows, then head 2y + 1's, each row's Q in
+// its head's half of the D columns and zeros in the other, so S^T = K Q^T
+// gives each row its own head's scores and each row keeps its own head's
+// half of O^T. A key's row of K and V is then 128 bytes, the two heads' 64
+// side by side in the serving engines' token-major layout, where one head's
+// 64-byte rows at a stride cost the decode about 9% of its rate
+// (docs/perf-log.md, "Decode over FP8 caches"), and the 8-row MMA tile,
+// half padding at GQA 4, is full.
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/common/smem_tile.cuh"
@@ -47,7 +58,7 @@ __host__ __device__ constexpr int decode_min_ctas_per_sm(bool fp8, bool paged) {
   return fp8 ? 1 : 0;
 #endif
 }
-template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED>
+template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED, bool PAIRED>
 __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>::value, PAGED)) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = is_fp8<TKV>::value;
@@ -62,6 +73,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   static_assert(BN % (16 * WN) == 0, "each warp takes whole 16-key steps of a block");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
   static_assert(!PAGED || BN <= WARPS * 32, "paged: each key of a block has its own thread to look its page up");
+  static_assert(!PAIRED || (kFp8 && BM == 8 && D == 128), "paired KV heads: an FP8 cache at head dim 64, 8 rows");
+  constexpr int kHeadD = PAIRED ? D / 2 : D;  // one KV head's columns
 
   constexpr int kThreads = WARPS * 32;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -98,9 +111,17 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   const int warp_n = warp / WM;  // keys warp_n * KW ... of each block
   const int m_block = int(blockIdx.x / unsigned(p.splits));
   const int split = int(blockIdx.x) - m_block * p.splits;
-  const int head_kv = blockIdx.y;
+  const int head_kv = blockIdx.y;  // PAIRED: the pair, KV heads 2y and 2y + 1
   const int batch = blockIdx.z;
   const int m0 = m_block * BM;
+  // The CTA's rows: PAIRED, each KV head's p.rows, the second head's after
+  // the first's. row_head / row_in_head: a row's KV head and its packed row
+  // within that head (r / group is its position, r % group its query head).
+  const int rows = PAIRED ? 2 * p.rows : p.rows;
+  auto row_half = [&](int r) { return PAIRED && r >= p.rows ? 1 : 0; };
+  auto row_head = [&](int r) { return PAIRED ? 2 * head_kv + row_half(r) : head_kv; };
+  auto row_in_head = [&](int r) { return r - row_half(r) * p.rows; };
+  auto head_col = [&](int col) { return PAIRED ? col % kHeadD : col; };  // a tile column's in its head
 
   // Everything below may read what the previous kernel in the stream wrote
   // (q, the cache, its table and lengths).
@@ -121,13 +142,14 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // normalizer.
   float scale_log2 = p.scale_log2;
   float v_descale = 1.f;
-  if constexpr (kFp8) {
+  if constexpr (kFp8 && !PAIRED) {
     const i64 at = batch * p.descale_stride[0] + head_kv * p.descale_stride[1];
     scale_log2 *= p.k_descale[at];
     v_descale = p.v_descale[at];
   }
 
-  // Q rows: packed row r is position r / group of head head_kv * group + r % group.
+  // Q rows: packed row r is position r / group of head head_kv * group + r % group
+  // (PAIRED: of its own KV head, in that head's half of the columns).
   {
     constexpr int kTotal = BM * kChunks;
 #pragma unroll
@@ -137,11 +159,12 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const int row = idx / kChunks;
         const int col = (idx % kChunks) * 8;
         const int r = m0 + row;
-        const bool valid = r < p.rows;
-        const int pos = int(p.group_div.quotient(unsigned(r)));
-        const int head = head_kv * p.group + (r - pos * p.group);
+        const int rh = row_in_head(r);
+        const bool valid = r < rows && (!PAIRED || col / kHeadD == row_half(r));
+        const int pos = int(p.group_div.quotient(unsigned(rh)));
+        const int head = row_head(r) * p.group + (rh - pos * p.group);
         const char* src = static_cast<const char*>(p.q) +
-                          (batch * p.q_stride[0] + head * p.q_stride[1] + pos * p.q_stride[2] + col) * 2;
+                          (batch * p.q_stride[0] + head * p.q_stride[1] + pos * p.q_stride[2] + head_col(col)) * 2;
         cp_async_cg_16(sQ + QTile::offset(row, col), valid ? src : p.q, valid ? 16 : 0);
       }
     }
@@ -159,7 +182,10 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // block % (2 * STAGES), so that the prologue's need no barrier between
   // them and each is rewritten a barrier after its last read.
   const int my_row = tid / kKvChunks;
-  const int my_col = (tid % kKvChunks) * (16 / KB);  // elements
+  const int my_col = (tid % kKvChunks) * (16 / KB);  // elements, of the tile
+  // PAIRED: the thread's chunks are of KV head 2y + my_col / 64, at my_col % 64.
+  const int my_head_kv = PAIRED ? 2 * head_kv + my_col / kHeadD : head_kv;
+  const int my_src_col = PAIRED ? my_col % kHeadD : my_col;
   constexpr int kTableSlots = 2 * STAGES;
   const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
   auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
@@ -174,8 +200,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       }
     }
   };
-  const char* k_head = static_cast<const char*>(p.k) + head_kv * p.k_stride[1] * KB;
-  const char* v_head = static_cast<const char*>(p.v) + head_kv * p.v_stride[1] * KB;
+  const char* k_head = static_cast<const char*>(p.k) + my_head_kv * p.k_stride[1] * KB;
+  const char* v_head = static_cast<const char*>(p.v) + my_head_kv * p.v_stride[1] * KB;
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
@@ -196,8 +222,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
         const unsigned long long page = unsigned(max(min(entry, p.num_pages - 1), 0));
         const unsigned long long page_row = in_range - index * p.page_div.divisor;
-        const char* k_src = k_head + (page * p.k_stride[0] + page_row * p.k_stride[2] + my_col) * KB;
-        const char* v_src = v_head + (page * p.v_stride[0] + page_row * p.v_stride[2] + my_col) * KB;
+        const char* k_src = k_head + (page * p.k_stride[0] + page_row * p.k_stride[2] + my_src_col) * KB;
+        const char* v_src = v_head + (page * p.v_stride[0] + page_row * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), k_src, valid ? 16 : 0);
         cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), v_src, valid ? 16 : 0);
       } else {
@@ -205,8 +231,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         // it was: its machine code (measured at 0.85 of the copy rate) stays
         // the same.
         const i64 outer = batch, inner = key;
-        const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_col) * KB;
-        const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_col) * KB;
+        const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_src_col) * KB;
+        const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
         cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_src : p.v, valid ? 16 : 0);
       }
@@ -273,16 +299,25 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     constexpr int OT = D / 16;   // 16-column tiles of O^T
     u32 q[OT][2];
     load_q_columns<D, TKV, QTile>(q, sQ, lane);
-    // The first hidden key of this thread's rows 2c and 2c + 1.
+    // The first hidden key of this thread's rows 2c and 2c + 1; PAIRED, their
+    // own KV heads' descale factors.
     int key_limit[2];
+    float row_scale_log2[2] = {scale_log2, scale_log2};
+    float row_v_descale[2] = {v_descale, v_descale};
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int pos = int(p.group_div.quotient(unsigned(m0 + 2 * (lane % 4) + r)));
+      const int row = m0 + 2 * (lane % 4) + r;
+      const int pos = int(p.group_div.quotient(unsigned(row_in_head(row))));
       key_limit[r] = CAUSAL ? min(k_end, pos + offset + 1) : k_end;
+      if constexpr (PAIRED) {
+        const i64 at = batch * p.descale_stride[0] + row_head(row) * p.descale_stride[1];
+        row_scale_log2[r] = scale_log2 * p.k_descale[at];
+        row_v_descale[r] = p.v_descale[at];
+      }
     }
     float o[OT][4];
     zero(o);
-    KeysAsRowsSoftmax<MK, OT> softmax(scale_log2);
+    KeysAsRowsSoftmax<MK, OT> softmax(row_scale_log2);
     for (int block = 0; block < n_blocks; ++block) {
       next_block(block);
       const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
@@ -309,7 +344,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l[r] = softmax.total_sum(r);
-      m[r] = l[r] == 0.f ? neg_inf : softmax.row_max[r] * scale_log2;
+      m[r] = l[r] == 0.f ? neg_inf : softmax.row_max[r] * row_scale_log2[r];
       if (lane < 4) {
         st_shared_f32(stat_max + u32((warp_n * BM + 2 * lane + r) * 4), m[r]);
         st_shared_f32(stat_sum + u32((warp_n * BM + 2 * lane + r) * 4), l[r]);
@@ -322,7 +357,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       float max_all, sum_all;
       row_stats(row, max_all, sum_all);
       const float factor = ex2_approx(m[r] - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all) *
-                           (kFp8 ? v_descale : 1.f);
+                           (kFp8 ? row_v_descale[r] : 1.f);
       const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
 #pragma unroll
       for (int t = 0; t < OT; ++t)
@@ -524,9 +559,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   }
   __syncthreads();
 
-  // Each thread sums 8 columns of one row over the warps and stores them.
+  // Each thread sums 8 columns of one row over the warps and stores them
+  // (PAIRED: those in its row's KV head's half).
   constexpr float kLn2 = 0.6931471805599453f;
-  const i64 part_row0 = ((i64(split) * p.batch + batch) * p.heads_kv + head_kv) * p.rows;
   const u32 cluster_part = merge + u32(decode_merge_bytes(D, BM, WARPS));  // cluster_merge only
 #pragma unroll
   for (int it = 0; it < (BM * kChunks + kThreads - 1) / kThreads; ++it) {
@@ -534,7 +569,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     const int row = idx / kChunks;
     const int col = (idx % kChunks) * 8;
     const int r = m0 + row;
-    if ((BM * kChunks % kThreads == 0 || idx < BM * kChunks) && r < p.rows) {
+    if ((BM * kChunks % kThreads == 0 || idx < BM * kChunks) && r < rows &&
+        (!PAIRED || col / kHeadD == row_half(r))) {
       float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int w = 0; w < WN; ++w) {
@@ -551,34 +587,38 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       float max_all, sum_all;
       row_stats(row, max_all, sum_all);
       const float lse2 = sum_all == 0.f ? neg_inf : max_all + lg2_approx(sum_all);
+      const int rh = row_in_head(r);
+      const int hcol = head_col(col);
       if (p.splits == 1) {
-        const int pos = int(p.group_div.quotient(unsigned(r)));
-        const int head = head_kv * p.group + (r - pos * p.group);
+        const int pos = int(p.group_div.quotient(unsigned(rh)));
+        const int head = row_head(r) * p.group + (rh - pos * p.group);
         u32 packed[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) packed[i] = cvt_rn_x2<T>(sum[2 * i], sum[2 * i + 1]);
         char* dst = static_cast<char*>(p.o) +
-                    (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + col) * 2;
+                    (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + hcol) * 2;
         st_global_v4_b32(dst, packed);
-        if (p.lse != nullptr && col == 0) {
+        if (p.lse != nullptr && hcol == 0) {
           p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] = lse2 * kLn2;
         }
       } else if (kClusterMerge && p.cluster_merge) {
         const u32 dst = cluster_part + u32((row * D + col) * 4);
         st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
         st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
-        if (col == 0) st_shared_f32(cluster_part + u32((BM * D + row) * 4), lse2);
+        if (hcol == 0) st_shared_f32(cluster_part + u32((BM * D + row) * 4), lse2);
       } else {
-        float* dst = p.partial_o + (part_row0 + r) * D + col;
+        // The parts in the layout of one KV head a CTA (the combine pass's).
+        const i64 part_row = ((i64(split) * p.batch + batch) * p.heads_kv + row_head(r)) * p.rows + rh;
+        float* dst = p.partial_o + part_row * kHeadD + hcol;
         st_global_v4_f32(dst, {sum[0], sum[1], sum[2], sum[3]});
         st_global_v4_f32(dst + 4, {sum[4], sum[5], sum[6], sum[7]});
-        if (col == 0) p.partial_lse2[part_row0 + r] = lse2;
+        if (hcol == 0) p.partial_lse2[part_row] = lse2;
       }
     }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kClusterMerge) {
-    if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T>(p, cluster_part, m0, batch, head_kv);
+    if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, m0, batch, head_kv);
   }
 #endif
 }

@@ -17,8 +17,10 @@ namespace cujit::decode {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // part: this CTA's part region (decode_cluster_part_bytes): [BM][D] floats,
-// then [BM] log2-sum-exps. m0: the block's first packed row.
-template <int D, int BM, int kThreads, class T>
+// then [BM] log2-sum-exps. m0: the block's first packed row. PAIRED
+// (attn_decode.cu): the block's rows are KV head 2 head_kv's p.rows, then
+// 2 head_kv + 1's, each with its D / 2 columns in its head's half.
+template <int D, int BM, int kThreads, class T, bool PAIRED>
 __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch, int head_kv) {
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
   const float neg_inf = -__int_as_float(0x7f800000);
@@ -26,11 +28,13 @@ __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 p
 
   const int rank = int(cluster_ctarank());
   const int splits = p.splits;
-  const int rows = min(BM, p.rows - m0);
+  const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
   const int my_rows = rows > rank ? (rows - rank + splits - 1) / splits : 0;
   for (int idx = int(threadIdx.x); idx < my_rows * kChunks; idx += kThreads) {
     const int row = rank + (idx / kChunks) * splits;
     const int col = (idx % kChunks) * 4;
+    const int half = PAIRED && m0 + row >= p.rows ? 1 : 0;
+    if (PAIRED && col / (D / 2) != half) continue;  // the other head's columns
     const u32 lse_addr = part + u32((BM * D + row) * 4);
     const u32 o_addr = part + u32((row * D + col) * 4);
     float lse2[kMaxDecodeClusterSplits];
@@ -53,7 +57,11 @@ __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 p
         for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
       }
     }
-    store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
+    if constexpr (PAIRED) {
+      store_merged_columns<T>(p, batch, 2 * head_kv + half, m0 + row - half * p.rows, col % (D / 2), acc, sum, mx);
+    } else {
+      store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
+    }
   }
   cluster_sync();  // no CTA leaves while another still reads its shared memory
 }

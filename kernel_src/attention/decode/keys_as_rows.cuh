@@ -147,16 +147,19 @@ __device__ __forceinline__ void pv_block(float (&o)[D / 16][4], const float (&s)
 }
 
 // Online softmax over the transposed scores: this thread's query rows 2c and
-// 2c + 1 (r = 0, 1), their running max (raw scores) and partial sums.
+// 2c + 1 (r = 0, 1), their running max (raw scores) and partial sums, each
+// with its own scale (two KV heads' descale factors in one block of rows:
+// attn_decode.cu's PAIRED).
 template <int MK, int OT>
 struct KeysAsRowsSoftmax {
   float row_max[2];
   float row_sum[2];
-  float scale_log2;
+  float scale_log2[2];
 
-  __device__ __forceinline__ explicit KeysAsRowsSoftmax(float scale) : scale_log2(scale) {
+  __device__ __forceinline__ explicit KeysAsRowsSoftmax(const float (&scale)[2]) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+      scale_log2[r] = scale[r];
       row_max[r] = -__int_as_float(0x7f800000);
       row_sum[r] = 0.f;
     }
@@ -172,14 +175,14 @@ struct KeysAsRowsSoftmax {
       mx = column_max(mx);
       // A row with nothing visible yet keeps max -inf: offset 0, so that
       // exp2(-inf - 0) = 0 rather than NaN.
-      const float m_scaled = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2;
-      const float correction = ex2_approx(row_max[r] * scale_log2 - m_scaled);
+      const float m_scaled = mx == -__int_as_float(0x7f800000) ? 0.f : mx * scale_log2[r];
+      const float correction = ex2_approx(row_max[r] * scale_log2[r] - m_scaled);
       row_max[r] = mx;
       float sum = 0.f;
 #pragma unroll
       for (int mk = 0; mk < MK; ++mk) {
-        s[mk][r] = ex2_approx(fmaf(s[mk][r], scale_log2, -m_scaled));
-        s[mk][2 + r] = ex2_approx(fmaf(s[mk][2 + r], scale_log2, -m_scaled));
+        s[mk][r] = ex2_approx(fmaf(s[mk][r], scale_log2[r], -m_scaled));
+        s[mk][2 + r] = ex2_approx(fmaf(s[mk][2 + r], scale_log2[r], -m_scaled));
         sum += s[mk][r] + s[mk][2 + r];
       }
       row_sum[r] = row_sum[r] * correction + sum;
