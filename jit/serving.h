@@ -85,6 +85,13 @@ struct KvAttentionShape {
   /// The cache's element type: dtype (the default), or DType::e4m3 for an FP8
   /// cache (sm_89 or newer, head dim 64 or 128).
   std::optional<DType> kv_dtype;
+  /// True when a key's KV heads sit side by side in the cache: the
+  /// token-major layouts [B, S, Hkv, D] and [pages, page_size, Hkv, D] (vLLM's,
+  /// FlashAttention's); false for head-major ones ([B, Hkv, S, D], [pages,
+  /// Hkv, page_size, D]). A hint for speed only: either value gives the same
+  /// results on either layout. With it, an FP8 cache at head dim 64 with at
+  /// most 4 query rows per KV head is read two KV heads at a time.
+  bool token_major = true;
 };
 
 struct KvAttentionOptions {

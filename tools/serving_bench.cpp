@@ -164,7 +164,9 @@ struct DecodeTime {
 DecodeTime time_decode(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs,
                        const jit::KvCache& cache, jit::Stream stream, bool quick, double* plan_ms) {
   const auto start = std::chrono::steady_clock::now();
-  const jit::KvAttentionPlan plan = jit::plan_kv_attention(kv_attention_shape(s, page_size), {}, stream);
+  jit::KvAttentionShape shape = kv_attention_shape(s, page_size);
+  shape.token_major = cache.k.strides[1] == s.head_dim;  // --head-major's caches are not
+  const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape, {}, stream);
   *plan_ms = milliseconds_since(start);
   jit::KvRunOptions run;
   run.stream = stream;

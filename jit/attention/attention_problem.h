@@ -40,6 +40,8 @@ struct AttnProblem {
   bool varlen = false;
   std::int64_t total_q = 0, total_k = 0;
   bool align_bottom_right = false;
+  // A cache's KV heads side by side in a key's row (KvAttentionShape::token_major).
+  bool kv_token_major = true;
   // The element types of q and of K and V (out's is dtype).
   DType q_dtype() const { return fp8_qkv ? fp8_format : dtype; }
   DType kv_dtype() const { return fp8_kv || fp8_qkv ? fp8_format : dtype; }
@@ -56,7 +58,7 @@ struct AttnProblem {
   auto fields() const {
     return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale, page_size,
                     seq_lens, num_splits, fp8_kv, fp8_qkv, fp8_format, varlen, total_q, total_k,
-                    align_bottom_right);
+                    align_bottom_right, kv_token_major);
   }
   bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
 };

@@ -180,6 +180,7 @@ AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOption
   p.page_size = int(shape.page_size);
   p.seq_lens = shape.per_sequence_lengths;
   p.num_splits = options.num_splits;
+  p.kv_token_major = shape.token_major;
   return p;
 }
 
@@ -275,6 +276,7 @@ KvAttentionShape kv_shape_of(const TensorView& q, const KvCache& cache) {
   if (cache.k.dtype != q.dtype) shape.kv_dtype = cache.k.dtype;
   shape.heads_kv = cache.k.shape[1];
   shape.per_sequence_lengths = cache.seq_lens != nullptr;
+  shape.token_major = cache.k.strides[1] == cache.k.shape[3] && cache.v.strides[1] == cache.v.shape[3];
   if (cache.block_table == nullptr) {
     shape.max_seq_k = cache.k.shape[2];
     return shape;

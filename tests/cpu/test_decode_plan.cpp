@@ -179,6 +179,9 @@ TEST(DecodePlan, PairsKvHeadsOfFp8CachesAtHeadDim64WithFewRows) {
   AttnProblem d128 = p;
   d128.head_dim = 128;
   EXPECT_FALSE(paired(d128));
+  AttnProblem head_major = p;
+  head_major.kv_token_major = false;
+  EXPECT_FALSE(paired(head_major)) << "a head-major cache keeps one KV head a CTA";
 }
 
 }  // namespace

@@ -508,6 +508,17 @@ TEST(CheckKvRun, SequenceLengthsAsThePlanSays) {
 
 // --- kv_shape_of -------------------------------------------------------------
 
+// token_major: whether a key's KV heads sit side by side, read off the strides.
+TEST(KvShapeOf, TellsTokenMajorCachesFromHeadMajorOnes) {
+  RunArgs a = contiguous_args();  // [B, Hkv, S, D]
+  EXPECT_FALSE(kv_shape_of(a.q, a.cache).token_major);
+  a.cache.k = TensorView::bshd(fake(kK), DType::f16, kB, 1024, kHkv, kD);
+  EXPECT_FALSE(kv_shape_of(a.q, a.cache).token_major) << "v is still head-major";
+  a.cache.v = TensorView::bshd(fake(kV), DType::f16, kB, 1024, kHkv, kD);
+  EXPECT_TRUE(kv_shape_of(a.q, a.cache).token_major);
+  EXPECT_NO_THROW(check(kv_problem_of(kv_shape_of(a.q, a.cache), {}), a));
+}
+
 TEST(KvShapeOf, ReadsAContiguousCache) {
   RunArgs a = contiguous_args();
   a.cache.seq_lens = nullptr;

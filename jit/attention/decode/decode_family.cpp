@@ -50,12 +50,14 @@ bool merges_in_clusters(const AttnSpec& s, const Target& target) {
   return target.cc >= 90 && cujit::decode_cluster_mergeable(tile_head_dim(s), s.block_m);
 }
 
-// An FP8 cache at head dim 64 with at most 4 packed rows per KV head and an
-// even number of KV heads is decoded two KV heads a CTA, as one of head dim
-// 128 (attn_decode.cu, PAIRED): each key's K and V rows are read 128 bytes
-// at a time rather than 64, and the 8-row tile is full.
+// A token-major FP8 cache at head dim 64 with at most 4 packed rows per KV
+// head and an even number of KV heads is decoded two KV heads a CTA, as one
+// of head dim 128 (attn_decode.cu, PAIRED): each key's K and V rows are read
+// 128 bytes at a time rather than 64, and the 8-row tile is full. Head-major
+// caches keep one KV head a CTA: paired, each thread's two heads are two
+// streams, and the decode measured 16% slower (docs/perf-log.md, "decode v8").
 bool pairs_kv_heads(const AttnProblem& p) {
-  return p.fp8_kv && p.head_dim == 64 && p.heads_kv % 2 == 0 && 2 * decode_packed_rows(p) <= 8;
+  return p.fp8_kv && p.kv_token_major && p.head_dim == 64 && p.heads_kv % 2 == 0 && 2 * decode_packed_rows(p) <= 8;
 }
 int ctas_kv_heads(const AttnProblem& p) { return int(pairs_kv_heads(p) ? p.heads_kv / 2 : p.heads_kv); }
 
