@@ -29,11 +29,13 @@
 // block of 8 rows holds head 2y's rows, then head 2y + 1's, each row's Q in
 // its head's half of the D columns and zeros in the other, so S^T = K Q^T
 // gives each row its own head's scores and each row keeps its own head's
-// half of O^T. A key's row of K and V is then 128 bytes, the two heads' 64
-// side by side in the serving engines' token-major layout, where one head's
-// 64-byte rows at a stride cost the decode about 9% of its rate
-// (docs/perf-log.md, "Decode over FP8 caches"), and the 8-row MMA tile,
-// half padding at GQA 4, is full.
+// half of O^T. In the serving engines' token-major layout a key's row of K
+// and V is then 128 bytes, the two heads' 64 side by side, and the 8-row MMA
+// tile, half padding at GQA 4, is full: over a shuffled paged pool the
+// decode measured 10% faster, over a contiguous cache the same
+// (docs/perf-log.md, "decode v8"). Each thread reads its chunks from its own
+// head, so any strides work; head-major caches are left unpaired by the host
+// (two streams a thread measured slower).
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/common/smem_tile.cuh"
