@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Bumped when a struct below changes layout or a function is added; callers check it. */
-#define CUJIT_C_ABI_VERSION 4
+#define CUJIT_C_ABI_VERSION 5
 CUJIT_C_API int cujit_c_abi_version(void);
 
 /* 0 on success, else jit::ErrorCode + 1. */
@@ -190,6 +190,9 @@ typedef struct {
   int64_t page_size;            /* 0: contiguous cache; else keys per page, 1 to 256 */
   int32_t per_sequence_lengths; /* nonzero: the cache gives seq_lens */
   int32_t kv_dtype;             /* CUJIT_E4M3, CUJIT_E5M2: an FP8 cache; 0 or dtype: the cache is in dtype */
+  int32_t head_major;           /* nonzero: the runs' caches are head-major ([B, Hkv, S, D], [pages, Hkv, page_size,
+                                   D]); 0: token-major (vLLM's, FlashAttention's). A hint for speed only
+                                   (jit::KvAttentionShape::token_major): either layout runs under either value */
 } cujit_kv_shape;
 
 /* NULL options mean causal, scale 1/sqrt(D), splits chosen by the plan. A

@@ -385,6 +385,29 @@ class Fp8Cache(unittest.TestCase):
         self.expect_close(q, k.double() * k_scale.double(), v.double() * v_scale.double(), lens, None, out, lse)
         self.assertTrue(torch.equal(given, out))
 
+    def test_plans_for_token_major_and_head_major_caches(self):
+        # At head dim 64 with 4 query rows per KV head a token-major plan reads two KV heads a CTA; a head-major
+        # one, one. Either plan runs either layout to the same results.
+        batch, hkv, d, lengths = 3, 4, 64, (5, 64, 200)
+        q = torch.randn(batch, 1, 16, d, device="cuda", dtype=torch.bfloat16)
+        token_major = [fp8_cache((batch, 208, hkv, d)) for _ in range(2)]
+        head_major = [t.transpose(1, 2).contiguous().transpose(1, 2) for t in token_major]  # same values
+        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        k_scale, v_scale = ((torch.rand(batch, hkv, device="cuda") * 0.9 + 0.1) for _ in range(2))
+        plans = {flag: cujit.KvPlan(batch=batch, heads_q=16, heads_kv=hkv, head_dim=d, max_seq_k=max(lengths),
+                                    dtype=torch.bfloat16, kv_dtype=torch.float8_e4m3fn, head_major=flag)
+                 for flag in (False, True)}
+        self.assertIn("_kvheads2_", plans[False].variant)
+        self.assertNotIn("_kvheads2_", plans[True].variant)
+        want_k = token_major[0].double() * k_scale.double()[:, None, :, None]
+        want_v = token_major[1].double() * v_scale.double()[:, None, :, None]
+        for plan in plans.values():
+            for k, v in (token_major, head_major):
+                out, lse = plan.run(q, k, v, cache_seqlens=lens, k_descale=k_scale, v_descale=v_scale,
+                                    return_lse=True)
+                torch.cuda.synchronize()
+                self.expect_close(q, want_k, want_v, lens, None, out, lse)
+
     def test_missing_or_misplaced_factors_raise(self):
         q, k, v, lens, table, k_scale, v_scale = self.paged()
         call = cujit.attention_with_kvcache

@@ -22,7 +22,9 @@ class KvPlan:
     contiguous cache, per_sequence_lengths says whether runs pass
     cache_seqlens, kv_dtype is the cache's dtype (None: dtype;
     torch.float8_e4m3fn or torch.float8_e5m2 for an FP8 cache, whose runs
-    pass k_descale and v_descale). Making it tunes on the first plan per shape class (on the
+    pass k_descale and v_descale), head_major says the runs' caches are
+    [B, Hkv, S, D] or [pages, Hkv, page_size, D] rather than token-major (a
+    hint for speed only: either layout runs under either value). Making it tunes on the first plan per shape class (on the
     current stream), so make plans outside torch.compile'd code and outside
     a capture; run() never allocates (with out given), synchronizes or
     tunes, so it can be captured in a torch.cuda.CUDAGraph. Without a
@@ -33,7 +35,7 @@ class KvPlan:
 
     def __init__(self, *, batch, heads_q, heads_kv, head_dim, max_seq_k, seq_q=1, page_size=0,
                  dtype=torch.float16, kv_dtype=None, per_sequence_lengths=True, causal=True, scale=None, num_splits=0,
-                 device=None):
+                 head_major=False, device=None):
         self._handle = None
         code = _views.dtype_code(dtype)
         # The C struct reads kv_dtype 0 (CUJIT_F16) as "dtype", so a float16 cache under a bfloat16 plan would
@@ -52,7 +54,7 @@ class KvPlan:
         self.per_sequence_lengths = bool(per_sequence_lengths)
         self._lib = library()
         shape = _structs.KvShape(batch, heads_q, heads_kv, head_dim, code, seq_q, max_seq_k, self.page_size,
-                                 int(self.per_sequence_lengths), kv_code)
+                                 int(self.per_sequence_lengths), kv_code, int(bool(head_major)))
         options = _views.kv_options(causal, scale, num_splits)
         handle = ctypes.c_void_p()
         with torch.cuda.device(self.device):
