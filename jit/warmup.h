@@ -35,6 +35,9 @@ struct AttentionShape {
   bool fp8_kv = false;
   /// fp8_kv's format: DType::e4m3 or DType::e5m2.
   DType fp8_format = DType::e4m3;
+  /// The cache is head-major (KvAttentionShape::token_major = false): warms
+  /// the variants a plan for such caches runs.
+  bool kv_head_major = false;
   /// Not a KV-cache shape: q, k and v in DType::e4m3 (FP8 attention), out
   /// in `dtype`; with `varlen`, a ragged FP8 batch.
   bool fp8_qkv = false;
@@ -50,8 +53,9 @@ AttentionShape parse_attention_shape(const std::string& text);
 /// "fp16" (or "bf16"), "causal" and "varlen" (a ragged batch) to false.
 /// "kv_cache": true makes it a KV-cache shape (not with "varlen"), which may
 /// also give "new_rows" (default 1), "heads_kv" (default "heads"),
-/// "page_size" (default 0: contiguous) and "kv_dtype" ("fp8" or "e4m3" for
-/// an FP8 cache, else "dtype"'s), and whose "causal" defaults to true, as
+/// "page_size" (default 0: contiguous), "kv_dtype" ("fp8" or "e4m3" for
+/// an FP8 cache, else "dtype"'s) and "head_major" (default false: the
+/// token-major caches of vLLM and FlashAttention), and whose "causal" defaults to true, as
 /// KvAttentionOptions's does; those keys without "kv_cache": true, and any
 /// other key, are refused. A dense or ragged shape may give "qkv_dtype":
 /// "fp8" (or "e4m3"): q, k and v in e4m3, out in "dtype". Throws Error(InvalidArgument) naming the parse

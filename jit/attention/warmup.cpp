@@ -127,9 +127,9 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
   static const std::set<std::string> known = {"batch",    "heads",     "seq",      "head_dim",
                                               "dtype",    "causal",    "varlen",   "kv_cache",
                                               "new_rows", "heads_kv",  "page_size", "kv_dtype",
-                                              "qkv_dtype"};
+                                              "qkv_dtype", "head_major"};
   // Read only for a KV-cache shape, so refused without "kv_cache": true.
-  static const char* const kv_keys[] = {"new_rows", "heads_kv", "page_size", "kv_dtype"};
+  static const char* const kv_keys[] = {"new_rows", "heads_kv", "page_size", "kv_dtype", "head_major"};
   std::vector<AttentionShape> shapes;
   std::size_t index = 0;
   for (const Json& entry : manifest["shapes"]) {
@@ -139,7 +139,7 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       if (!known.count(key)) {
         invalid(fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key,
                             "batch, heads, seq, head_dim, dtype, causal, varlen, kv_cache, new_rows, heads_kv, "
-                            "page_size, kv_dtype, qkv_dtype"));
+                            "page_size, kv_dtype, head_major, qkv_dtype"));
       }
     }
     // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
@@ -191,6 +191,7 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       s.new_rows = size_field("new_rows", 1);
       s.heads_kv = size_field("heads_kv", 0);  // 0: as many as "heads"
       s.page_size = size_field("page_size", 0, 0);
+      s.kv_head_major = bool_field("head_major", false);
       if (const auto it = entry.find("kv_dtype"); it != entry.end()) {
         const std::string text = it->is_string() ? it->get<std::string>() : "";
         s.fp8_kv = text == "fp8" || text == "e4m3" || text == "e5m2";

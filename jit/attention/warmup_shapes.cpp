@@ -20,6 +20,7 @@ KvAttentionShape kv_plan_shape_of(const AttentionShape& s) {
   kv.page_size = s.page_size;
   kv.per_sequence_lengths = true;
   if (s.fp8_kv) kv.kv_dtype = s.fp8_format;
+  kv.token_major = !s.kv_head_major;
   return kv;
 }
 

@@ -45,7 +45,7 @@ const std::vector<std::function<void(AttnProblem&)>> kOneFieldEdits = {
     [](AttnProblem& p) { p.fp8_qkv = true; },      [](AttnProblem& p) { p.fp8_format = jit::DType::e5m2; },
     [](AttnProblem& p) { p.varlen = true; },
     [](AttnProblem& p) { p.total_q = 4096; },      [](AttnProblem& p) { p.total_k = 4096; },
-    [](AttnProblem& p) { p.align_bottom_right = true; },
+    [](AttnProblem& p) { p.align_bottom_right = true; }, [](AttnProblem& p) { p.kv_token_major = false; },
 };
 
 TEST(ShapeKey, EveryFieldOfTheProblemTellsKeysApart) {

@@ -283,7 +283,7 @@ TEST(ParseAttentionManifest, KvCacheEntryKeys) {
       {"kv_cache": true, "seq": 64, "head_dim": 64, "dtype": "bf16", "kv_dtype": "bf16"},
       {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "fp16"},
       {"kv_cache": false, "seq": 64, "head_dim": 64},
-      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "e5m2"}
+      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "e5m2", "head_major": true}
   ]})");
   ASSERT_EQ(shapes.size(), 6u);
   EXPECT_EQ(shapes[0].batch, 8);
@@ -304,6 +304,10 @@ TEST(ParseAttentionManifest, KvCacheEntryKeys) {
   EXPECT_TRUE(shapes[5].fp8_kv);
   EXPECT_EQ(shapes[5].fp8_format, DType::e5m2);
   EXPECT_EQ(jit::detail::problem_of(shapes[5]).kv_dtype(), DType::e5m2);
+  EXPECT_FALSE(shapes[0].kv_head_major);
+  EXPECT_TRUE(shapes[5].kv_head_major);
+  EXPECT_TRUE(jit::detail::problem_of(shapes[0]).kv_token_major);
+  EXPECT_FALSE(jit::detail::problem_of(shapes[5]).kv_token_major);
 }
 
 // The README's example manifest, as printed there.
@@ -326,6 +330,8 @@ TEST(ParseAttentionManifest, KvCacheErrorsNameEntryAndKey) {
       {R"({"heads_kv": 4})", "heads_kv"},
       {R"({"page_size": 16})", "page_size"},
       {R"({"kv_dtype": "fp8"})", "kv_dtype"},
+      {R"({"head_major": true})", "head_major"},
+      {R"({"kv_cache": true, "head_major": 1})", "head_major"},
       {R"({"kv_cache": false, "page_size": 16})", "page_size"},
       {R"({"kv_cache": true, "varlen": true})", "varlen"},
       {R"({"kv_cache": "yes"})", "kv_cache"},
@@ -361,7 +367,7 @@ TEST(ParseAttentionManifest, UnknownKeyMessageListsTheKvKeys) {
   const std::string message = expect_error(jit::ErrorCode::InvalidArgument, [] {
     jit::parse_attention_manifest(R"({"shapes": [{"seq": 512, "head_dim": 64, "pages": 16}]})");
   });
-  for (const char* key : {"kv_cache", "new_rows", "heads_kv", "page_size", "kv_dtype"}) {
+  for (const char* key : {"kv_cache", "new_rows", "heads_kv", "page_size", "kv_dtype", "head_major"}) {
     EXPECT_NE(message.find(key), std::string::npos) << key << ": " << message;
   }
 }

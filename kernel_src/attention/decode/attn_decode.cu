@@ -119,7 +119,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // The CTA's rows: PAIRED, each KV head's p.rows, the second head's after
   // the first's. row_head / row_in_head: a row's KV head and its packed row
   // within that head (r / group is its position, r % group its query head).
-  const int rows = PAIRED ? 2 * p.rows : p.rows;
+  // (Unpaired they are the identity, and the code compiles as it did before
+  // PAIRED: some variants sit at 255 registers.)
+  auto rows = [&] { return PAIRED ? 2 * p.rows : p.rows; };
   auto row_half = [&](int r) { return PAIRED && r >= p.rows ? 1 : 0; };
   auto row_head = [&](int r) { return PAIRED ? 2 * head_kv + row_half(r) : head_kv; };
   auto row_in_head = [&](int r) { return r - row_half(r) * p.rows; };
@@ -162,7 +164,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const int col = (idx % kChunks) * 8;
         const int r = m0 + row;
         const int rh = row_in_head(r);
-        const bool valid = r < rows && (!PAIRED || col / kHeadD == row_half(r));
+        const bool valid = r < rows() && (!PAIRED || col / kHeadD == row_half(r));
         const int pos = int(p.group_div.quotient(unsigned(rh)));
         const int head = row_head(r) * p.group + (rh - pos * p.group);
         const char* src = static_cast<const char*>(p.q) +
@@ -564,6 +566,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // Each thread sums 8 columns of one row over the warps and stores them
   // (PAIRED: those in its row's KV head's half).
   constexpr float kLn2 = 0.6931471805599453f;
+  const i64 part_row0 = ((i64(split) * p.batch + batch) * p.heads_kv + head_kv) * p.rows;
   const u32 cluster_part = merge + u32(decode_merge_bytes(D, BM, WARPS));  // cluster_merge only
 #pragma unroll
   for (int it = 0; it < (BM * kChunks + kThreads - 1) / kThreads; ++it) {
@@ -571,7 +574,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     const int row = idx / kChunks;
     const int col = (idx % kChunks) * 8;
     const int r = m0 + row;
-    if ((BM * kChunks % kThreads == 0 || idx < BM * kChunks) && r < rows &&
+    if ((BM * kChunks % kThreads == 0 || idx < BM * kChunks) && r < rows() &&
         (!PAIRED || col / kHeadD == row_half(r))) {
       float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -610,7 +613,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         if (hcol == 0) st_shared_f32(cluster_part + u32((BM * D + row) * 4), lse2);
       } else {
         // The parts in the layout of one KV head a CTA (the combine pass's).
-        const i64 part_row = ((i64(split) * p.batch + batch) * p.heads_kv + row_head(r)) * p.rows + rh;
+        const i64 part_row =
+            PAIRED ? ((i64(split) * p.batch + batch) * p.heads_kv + row_head(r)) * p.rows + rh : part_row0 + r;
         float* dst = p.partial_o + part_row * kHeadD + hcol;
         st_global_v4_f32(dst, {sum[0], sum[1], sum[2], sum[3]});
         st_global_v4_f32(dst + 4, {sum[4], sum[5], sum[6], sum[7]});
