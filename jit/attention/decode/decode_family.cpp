@@ -37,15 +37,15 @@ struct DecodeStepData {
   bool cluster_merge;  // the splits merge within their cluster (no combine step)
 };
 
+// The kernel tile's head dim: two KV heads' when paired.
+int tile_head_dim(const AttnSpec& s) { return cujit::decode_tile_head_dim(s.head_dim, s.paired_kv_heads); }
+
 // On sm_90 a variant that carries the cluster merge (attn_decode.cu) merges
 // a row block's 2 to kMaxDecodeClusterSplits splits within their
 // thread-block cluster, through distributed shared memory: no combine pass
 // (its launch, its wait for the whole grid and the parts' round trip through
 // global memory cost about 3 us a call on the H100), no workspace. Its
 // shared memory keeps room for the CTA's part.
-// The kernel tile's head dim: two KV heads' when paired.
-int tile_head_dim(const AttnSpec& s) { return cujit::decode_tile_head_dim(s.head_dim, s.paired_kv_heads); }
-
 bool merges_in_clusters(const AttnSpec& s, const Target& target) {
   return target.cc >= 90 && cujit::decode_cluster_mergeable(tile_head_dim(s), s.block_m);
 }
