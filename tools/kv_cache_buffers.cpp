@@ -117,7 +117,7 @@ PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const Decod
   return p;
 }
 
-jit::KvAttentionShape kv_attention_shape(const DecodeShape& s, std::int64_t page_size) {
+jit::KvAttentionShape kv_attention_shape(const DecodeShape& s, std::int64_t page_size, const CacheLayout& layout) {
   jit::KvAttentionShape shape;
   shape.batch = s.batch;
   shape.heads_q = s.heads_q;
@@ -129,6 +129,7 @@ jit::KvAttentionShape kv_attention_shape(const DecodeShape& s, std::int64_t page
   shape.max_seq_k = s.seq_k;
   shape.page_size = page_size;
   shape.per_sequence_lengths = true;
+  shape.token_major = !layout.head_major;
   return shape;
 }
 

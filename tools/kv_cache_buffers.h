@@ -54,7 +54,9 @@ struct PagedCache {
 PagedCache paged_cache(const DecodeShape& shape, std::int64_t page_size, const DecodeInputs& inputs,
                        const CacheLayout& layout = {});
 
-/// The plan's shape: Sq = 1, every length given, `page_size` 0 for contiguous.
-jit::KvAttentionShape kv_attention_shape(const DecodeShape& shape, std::int64_t page_size);
+/// The plan's shape: Sq = 1, every length given, `page_size` 0 for contiguous,
+/// the caches laid out as `layout` says.
+jit::KvAttentionShape kv_attention_shape(const DecodeShape& shape, std::int64_t page_size,
+                                         const CacheLayout& layout = {});
 
 }  // namespace serving_bench

@@ -162,11 +162,10 @@ struct DecodeTime {
 };
 
 DecodeTime time_decode(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs,
-                       const jit::KvCache& cache, jit::Stream stream, bool quick, double* plan_ms) {
+                       const jit::KvCache& cache, const CacheLayout& layout, jit::Stream stream, bool quick,
+                       double* plan_ms) {
   const auto start = std::chrono::steady_clock::now();
-  jit::KvAttentionShape shape = kv_attention_shape(s, page_size);
-  shape.token_major = cache.k.strides[1] == s.head_dim;  // --head-major's caches are not
-  const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape, {}, stream);
+  const jit::KvAttentionPlan plan = jit::plan_kv_attention(kv_attention_shape(s, page_size, layout), {}, stream);
   *plan_ms = milliseconds_since(start);
   jit::KvRunOptions run;
   run.stream = stream;
@@ -204,7 +203,7 @@ double measure_contiguous(Results& results, const Floors& floors, const DecodeSh
                           std::vector<double>& barred_fractions) {
   const ContiguousCache contiguous = contiguous_cache(s, inputs, layout);
   double plan_ms = 0;
-  const DecodeTime t = time_decode(s, 0, inputs, contiguous.cache, stream, quick, &plan_ms);
+  const DecodeTime t = time_decode(s, 0, inputs, contiguous.cache, layout, stream, quick, &plan_ms);
   const double fraction = kv_bytes(s) / t.us / floors.copy_bytes_per_us;
   const bool barred = kv_bytes(s) >= kBarBytes;
   results.add(metric("decode", &s, 0, "time_us", t.us, std::nullopt, t.variant));
@@ -230,7 +229,7 @@ void measure_paged(Results& results, const Floors& floors, const DecodeShape& s,
                    bool quick) {
   const PagedCache cache = paged_cache(s, paged.page_size, inputs, layout);
   double plan_ms = 0;
-  const DecodeTime t = time_decode(s, paged.page_size, inputs, cache.cache, stream, quick, &plan_ms);
+  const DecodeTime t = time_decode(s, paged.page_size, inputs, cache.cache, layout, stream, quick, &plan_ms);
   results.add(metric("paged", &s, paged.page_size, "time_us", t.us, std::nullopt, t.variant));
   const Metric* ratio = nullptr;
   if (contiguous_us > 0)

@@ -37,8 +37,9 @@ struct DecodeStepData {
   bool cluster_merge;  // the splits merge within their cluster (no combine step)
 };
 
-// The kernel tile's head dim: two KV heads' when paired.
-int tile_head_dim(const AttnSpec& s) { return cujit::decode_tile_head_dim(s.head_dim, s.paired_kv_heads); }
+// The kernel tile's head dim, its template's D: two KV heads side by side
+// when paired (attn_decode.cu, PAIRED).
+int tile_head_dim(const AttnSpec& s) { return s.paired_kv_heads ? 2 * s.head_dim : s.head_dim; }
 
 // On sm_90 a variant that carries the cluster merge (attn_decode.cu) merges
 // a row block's 2 to kMaxDecodeClusterSplits splits within their

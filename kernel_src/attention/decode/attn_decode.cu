@@ -43,6 +43,7 @@
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
 #include "attention/decode/keys_as_rows.cuh"
+#include "attention/decode/tile_heads.cuh"
 #include "attention/head_dims.h"
 
 namespace cujit::decode {
@@ -117,15 +118,11 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   const int batch = blockIdx.z;
   const int m0 = m_block * BM;
   // The CTA's rows: PAIRED, each KV head's p.rows, the second head's after
-  // the first's. row_head / row_in_head: a row's KV head and its packed row
-  // within that head (r / group is its position, r % group its query head).
-  // (Unpaired they are the identity, and the code compiles as it did before
-  // PAIRED: some variants sit at 255 registers.)
+  // the first's (tile_heads.cuh maps a row to its KV head). Read where used,
+  // so that unpaired code compiles as it did before PAIRED: some variants sit
+  // at 255 registers.
   auto rows = [&] { return PAIRED ? 2 * p.rows : p.rows; };
-  auto row_half = [&](int r) { return PAIRED && r >= p.rows ? 1 : 0; };
-  auto row_head = [&](int r) { return PAIRED ? 2 * head_kv + row_half(r) : head_kv; };
-  auto row_in_head = [&](int r) { return r - row_half(r) * p.rows; };
-  auto head_col = [&](int col) { return PAIRED ? col % kHeadD : col; };  // a tile column's in its head
+  using Heads = TileHeads<PAIRED, kHeadD>;
 
   // Everything below may read what the previous kernel in the stream wrote
   // (q, the cache, its table and lengths).
@@ -163,12 +160,12 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const int row = idx / kChunks;
         const int col = (idx % kChunks) * 8;
         const int r = m0 + row;
-        const int rh = row_in_head(r);
-        const bool valid = r < rows() && (!PAIRED || col / kHeadD == row_half(r));
+        const int rh = Heads::row_in_head(p, r);
+        const bool valid = r < rows() && Heads::owns(p, r, col);
         const int pos = int(p.group_div.quotient(unsigned(rh)));
-        const int head = row_head(r) * p.group + (rh - pos * p.group);
+        const int head = Heads::kv_head(p, head_kv, r) * p.group + (rh - pos * p.group);
         const char* src = static_cast<const char*>(p.q) +
-                          (batch * p.q_stride[0] + head * p.q_stride[1] + pos * p.q_stride[2] + head_col(col)) * 2;
+                          (batch * p.q_stride[0] + head * p.q_stride[1] + pos * p.q_stride[2] + Heads::column_in_head(col)) * 2;
         cp_async_cg_16(sQ + QTile::offset(row, col), valid ? src : p.q, valid ? 16 : 0);
       }
     }
@@ -311,10 +308,10 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = m0 + 2 * (lane % 4) + r;
-      const int pos = int(p.group_div.quotient(unsigned(row_in_head(row))));
+      const int pos = int(p.group_div.quotient(unsigned(Heads::row_in_head(p, row))));
       key_limit[r] = CAUSAL ? min(k_end, pos + offset + 1) : k_end;
       if constexpr (PAIRED) {
-        const i64 at = batch * p.descale_stride[0] + row_head(row) * p.descale_stride[1];
+        const i64 at = batch * p.descale_stride[0] + Heads::kv_head(p, head_kv, row) * p.descale_stride[1];
         row_scale_log2[r] = scale_log2 * p.k_descale[at];
         row_v_descale[r] = p.v_descale[at];
       }
@@ -575,7 +572,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     const int col = (idx % kChunks) * 8;
     const int r = m0 + row;
     if ((BM * kChunks % kThreads == 0 || idx < BM * kChunks) && r < rows() &&
-        (!PAIRED || col / kHeadD == row_half(r))) {
+        Heads::owns(p, r, col)) {
       float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int w = 0; w < WN; ++w) {
@@ -592,11 +589,11 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       float max_all, sum_all;
       row_stats(row, max_all, sum_all);
       const float lse2 = sum_all == 0.f ? neg_inf : max_all + lg2_approx(sum_all);
-      const int rh = row_in_head(r);
-      const int hcol = head_col(col);
+      const int rh = Heads::row_in_head(p, r);
+      const int hcol = Heads::column_in_head(col);
       if (p.splits == 1) {
         const int pos = int(p.group_div.quotient(unsigned(rh)));
-        const int head = row_head(r) * p.group + (rh - pos * p.group);
+        const int head = Heads::kv_head(p, head_kv, r) * p.group + (rh - pos * p.group);
         u32 packed[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) packed[i] = cvt_rn_x2<T>(sum[2 * i], sum[2 * i + 1]);
@@ -614,7 +611,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       } else {
         // The parts in the layout of one KV head a CTA (the combine pass's).
         const i64 part_row =
-            PAIRED ? ((i64(split) * p.batch + batch) * p.heads_kv + row_head(r)) * p.rows + rh : part_row0 + r;
+            PAIRED ? ((i64(split) * p.batch + batch) * p.heads_kv + Heads::kv_head(p, head_kv, r)) * p.rows + rh : part_row0 + r;
         float* dst = p.partial_o + part_row * kHeadD + hcol;
         st_global_v4_f32(dst, {sum[0], sum[1], sum[2], sum[3]});
         st_global_v4_f32(dst + 4, {sum[4], sum[5], sum[6], sum[7]});

@@ -10,6 +10,7 @@
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
 #include "attention/decode/merged_store.cuh"
+#include "attention/decode/tile_heads.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_cluster.cuh"
 
@@ -17,9 +18,8 @@ namespace cujit::decode {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 // part: this CTA's part region (decode_cluster_part_bytes): [BM][D] floats,
-// then [BM] log2-sum-exps. m0: the block's first packed row. PAIRED
-// (attn_decode.cu): the block's rows are KV head 2 head_kv's p.rows, then
-// 2 head_kv + 1's, each with its D / 2 columns in its head's half.
+// then [BM] log2-sum-exps. m0: the block's first packed row. PAIRED: two
+// KV heads of D / 2 a tile (tile_heads.cuh).
 template <int D, int BM, int kThreads, class T, bool PAIRED>
 __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch, int head_kv) {
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
@@ -28,13 +28,13 @@ __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 p
 
   const int rank = int(cluster_ctarank());
   const int splits = p.splits;
+  using Heads = TileHeads<PAIRED, D / 2>;
   const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
   const int my_rows = rows > rank ? (rows - rank + splits - 1) / splits : 0;
   for (int idx = int(threadIdx.x); idx < my_rows * kChunks; idx += kThreads) {
     const int row = rank + (idx / kChunks) * splits;
     const int col = (idx % kChunks) * 4;
-    const int half = PAIRED && m0 + row >= p.rows ? 1 : 0;
-    if (PAIRED && col / (D / 2) != half) continue;  // the other head's columns
+    if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
     const u32 lse_addr = part + u32((BM * D + row) * 4);
     const u32 o_addr = part + u32((row * D + col) * 4);
     float lse2[kMaxDecodeClusterSplits];
@@ -58,7 +58,8 @@ __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 p
       }
     }
     if constexpr (PAIRED) {
-      store_merged_columns<T>(p, batch, 2 * head_kv + half, m0 + row - half * p.rows, col % (D / 2), acc, sum, mx);
+      store_merged_columns<T>(p, batch, Heads::kv_head(p, head_kv, m0 + row), Heads::row_in_head(p, m0 + row),
+                              Heads::column_in_head(col), acc, sum, mx);
     } else {
       store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
     }

@@ -16,10 +16,6 @@ CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int s
   return bm * d * 2 + 2 * stages * bn * d * kv_bytes + (paged ? 2 * stages * bn * 4 : 0);
 }
 
-// The tile's head dim: two KV heads of d side by side when paired
-// (attn_decode.cu, PAIRED).
-CUJIT_HOST_DEVICE constexpr int decode_tile_head_dim(int d, bool paired) { return paired ? 2 * d : d; }
-
 // Paged, each load pass of a block (rows a thread loads) looks its key's page
 // up; more than 16 passes (D = 256 at two warps and 64 keys: 32) spill on
 // sm_90a.
