@@ -63,6 +63,9 @@ Json tune_now(const KernelFamily& family, const Json& spec, const Json& key, con
   const TuneResult result = run_tuning(candidates, loop, previous, context.compile_threads);
   give_up_if_cancelled();  // what was timed is incomplete: keep none of it
   if (hooks.count_tuning_run) hooks.count_tuning_run();
+  for (const auto& c : result.candidates) {
+    if (!c.error.empty()) log.debug_line("  {}: {}", c.variant, c.error);
+  }
   if (!result.winner) {
     std::string why;
     for (const auto& c : result.candidates) why += fmt::format("\n  {}: {}", c.variant, c.error);

@@ -70,15 +70,25 @@ TuneResult run_tuning(const std::vector<nlohmann::json>& configs, const TuneHook
     }
     if (!reused) fresh.push_back(i);
   }
+  std::vector<std::string> spills(configs.size());  // why a compiled candidate spills
   parallel_for(fresh.size(), threads, [&](std::size_t k) {
     TimedCandidate& c = result.candidates[fresh[k]];
     try {
       hooks.compile(c.config);
+    } catch (const SpillingCandidate& e) {
+      spills[fresh[k]] = e.what();
     } catch (const std::exception& e) {
       c.error = std::string("compile failed: ") + e.what();
     }
   });
   result.compiled = int(fresh.size());
+  bool one_without_spills = false;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    one_without_spills = one_without_spills || (result.candidates[i].error.empty() && spills[i].empty());
+  }
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    if (!spills[i].empty() && one_without_spills) result.candidates[i].error = "left out: " + spills[i];
+  }
   std::vector<std::vector<double>> samples(configs.size());
   // Rounds over `which`, alternately forward and backward.
   auto time_rounds = [&](const std::vector<std::size_t>& which, int rounds) {

@@ -26,6 +26,7 @@
 // re-timed, why, and the samples dropped and kept; the tuning record keeps it.
 #pragma once
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -41,9 +42,20 @@ constexpr double kFinalistWindow = 0.06;
 constexpr std::size_t kMaxFinalists = 6;
 constexpr int kPlayoffRounds = 4;
 
+// What a compile hook throws for a candidate that compiled but spills
+// registers to local memory (its ptxas report). Such a candidate is left out
+// while any other compiled without spilling, so a tuned plan never runs a
+// spilling kernel; when every candidate spills they are all timed as usual.
+// The pruning means to keep spilling configs out, but ptxas decides, and
+// its choices move with its version and near its register limits.
+struct SpillingCandidate : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 struct TuneHooks {
   std::function<std::string(const nlohmann::json& config)> variant_name;
-  // Must be thread-safe: called from several threads at once. Throws on failure.
+  // Must be thread-safe: called from several threads at once. Throws on
+  // failure, SpillingCandidate for a compile that spills.
   std::function<void(const nlohmann::json& config)> compile;
   // Called on the calling thread only: kTimingRounds times per candidate,
   // kTimingRounds more per re-timed one, kPlayoffRounds more per finalist.

@@ -1,7 +1,10 @@
 // Step 5 of the call path: jit::choose_config, the runtime's side of
 // autotune::choose_config (autotune/config_choice.h): device facts and
 // CUJIT_AUTOTUNE as data; compiling, loading and CUDA-event timing as hooks.
+#include <fmt/format.h>
+
 #include "autotune/config_choice.h"
+#include "autotune/tuner.h"
 #include "cache/cache_error.h"
 #include "jit/background_tuning.h"
 #include "jit/binary_cache.h"
@@ -51,7 +54,12 @@ struct Choice {
     context.cujit_version = detail::cujit_version();
     context.nvrtc_version = detail::nvrtc_version();
     const std::string arch = device.target.arch;
-    hooks.compile = [&family, spec, arch](const Json& config) { detail::obtain_binary(family, spec, config, arch); };
+    hooks.compile = [&family, spec, arch](const Json& config) {
+      const detail::ResourceUsage usage = detail::obtain_binary(family, spec, config, arch).usage;
+      if (const int bytes = usage.spill_store_bytes + usage.spill_load_bytes; bytes > 0) {
+        throw autotune::SpillingCandidate(fmt::format("spills {} bytes at {} registers", bytes, usage.registers));
+      }
+    };
     hooks.runner = [&family, spec, &run, stream](const Json& config) -> std::function<void()> {
       const Kernel& kernel = get_kernel(family, spec, config);
       return [&run, &kernel, config, stream] { run(kernel, config, stream); };

@@ -183,6 +183,45 @@ TEST(RunTuning, AllFailingGivesNoWinner) {
   EXPECT_EQ(result.timed, 0);
 }
 
+TEST(RunTuning, LeavesOutSpillingCandidatesWhileOneDoesNotSpill) {
+  // The fastest two spill: the tuner takes the fastest that does not.
+  jit::autotune::TuneHooks hooks = fake_hooks({{0, 30}, {1, 10}, {2, 20}, {3, 40}});
+  hooks.compile = [](const json& c) {
+    const int id = c.at("id").get<int>();
+    if (id == 1 || id == 2) throw jit::autotune::SpillingCandidate("spills 8 bytes at 255 registers");
+  };
+  const auto result = jit::autotune::run_tuning(configs(4), hooks, {}, 2);
+  EXPECT_EQ(result.winner, 0u);
+  EXPECT_EQ(result.timed, 2);
+  EXPECT_EQ(result.candidates[1].error, "left out: spills 8 bytes at 255 registers");
+  EXPECT_EQ(result.candidates[2].error, "left out: spills 8 bytes at 255 registers");
+  EXPECT_TRUE(result.candidates[0].error.empty());
+}
+
+TEST(RunTuning, TimesSpillingCandidatesWhenEveryOneSpills) {
+  // Nothing else compiled (one failed outright): the spilling ones are timed
+  // as usual, and the fastest wins.
+  jit::autotune::TuneHooks hooks = fake_hooks({{0, 30}, {1, 10}, {2, 20}});
+  hooks.compile = [](const json& c) {
+    if (c.at("id").get<int>() == 1) throw std::runtime_error("nvrtc said no");
+    throw jit::autotune::SpillingCandidate("spills");
+  };
+  const auto result = jit::autotune::run_tuning(configs(3), hooks, {}, 2);
+  EXPECT_EQ(result.winner, 2u);
+  EXPECT_EQ(result.timed, 2);
+  EXPECT_FALSE(result.candidates[1].error.empty());
+}
+
+TEST(RunTuning, APreviousTimingCountsAsACandidateThatDoesNotSpill) {
+  // A timing reused from an earlier record is a runnable candidate: a fresh
+  // config that spills stays out beside it.
+  jit::autotune::TuneHooks hooks = fake_hooks({{0, 30}, {1, 10}});
+  hooks.compile = [](const json&) { throw jit::autotune::SpillingCandidate("spills"); };
+  const auto result = jit::autotune::run_tuning(configs(2), hooks, {timed(0, 30)}, 2);
+  EXPECT_EQ(result.winner, 0u);
+  EXPECT_EQ(result.candidates[1].error, "left out: spills");
+}
+
 TEST(RunTuning, ReusesPreviousTimingsAndOnlyTunesNewConfigs) {
   // A record from an older, smaller config space: ids 0..3 (id 2 had failed).
   const std::vector<TimedCandidate> previous = {timed(0, 40), timed(1, 12), failed(2, "compile failed: old bug"),
