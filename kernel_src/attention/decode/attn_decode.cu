@@ -165,8 +165,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const bool valid = r < rows() && Heads::owns(p, r, col);
         const int pos = int(p.group_div.quotient(unsigned(rh)));
         const int head = Heads::kv_head(p, head_kv, r) * p.group + (rh - pos * p.group);
-        const char* src = static_cast<const char*>(p.q) +
-                          (batch * p.q_stride[0] + head * p.q_stride[1] + pos * p.q_stride[2] + Heads::column_in_head(col)) * 2;
+        const char* src = static_cast<const char*>(p.q) + (batch * p.q_stride[0] + head * p.q_stride[1] +
+                                                           pos * p.q_stride[2] + Heads::column_in_head(col)) * 2;
         cp_async_cg_16(sQ + QTile::offset(row, col), valid ? src : p.q, valid ? 16 : 0);
       }
     }
@@ -612,7 +612,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       } else {
         // The parts in the layout of one KV head a CTA (the combine pass's).
         const i64 part_row =
-            PAIRED ? ((i64(split) * p.batch + batch) * p.heads_kv + Heads::kv_head(p, head_kv, r)) * p.rows + rh : part_row0 + r;
+            PAIRED ? ((i64(split) * p.batch + batch) * p.heads_kv + Heads::kv_head(p, head_kv, r)) * p.rows + rh
+                   : part_row0 + r;
         float* dst = p.partial_o + part_row * kHeadD + hcol;
         st_global_v4_f32(dst, {sum[0], sum[1], sum[2], sum[3]});
         st_global_v4_f32(dst + 4, {sum[4], sum[5], sum[6], sum[7]});
