@@ -82,12 +82,12 @@ TuneResult run_tuning(const std::vector<nlohmann::json>& configs, const TuneHook
     }
   });
   result.compiled = int(fresh.size());
-  bool one_without_spills = false;
+  bool one_without_spills = false;  // reused timings count: they ran
   for (std::size_t i = 0; i < configs.size(); ++i) {
-    one_without_spills = one_without_spills || (result.candidates[i].error.empty() && spills[i].empty());
+    one_without_spills |= result.candidates[i].error.empty() && spills[i].empty();
   }
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    if (!spills[i].empty() && one_without_spills) result.candidates[i].error = "left out: " + spills[i];
+  for (std::size_t i = 0; one_without_spills && i < configs.size(); ++i) {
+    if (!spills[i].empty()) result.candidates[i].error = "left out: " + spills[i];
   }
   std::vector<std::vector<double>> samples(configs.size());
   // Rounds over `which`, alternately forward and backward.

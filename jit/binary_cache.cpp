@@ -249,7 +249,7 @@ void compile(const CompileRequest& request, VariantBinary& out) {
   out.lowered_name = std::move(compiled.lowered_name);
   out.usage = compiled.usage;
   log_debug("compiled {} for {} in {:.2f} s: {} registers, {} bytes spilled", out.variant, out.arch,
-            out.compile_seconds, out.usage.registers, out.usage.spill_store_bytes + out.usage.spill_load_bytes);
+            out.compile_seconds, out.usage.registers, out.usage.spill_bytes());
   if (out.usage.wgmma_serialized) {
     log_info("ptxas serialized the wgmma of {} for {} (C7512/C7515): it will run, without overlapping its matrix products",
              out.variant, out.arch);

@@ -56,8 +56,9 @@ struct Choice {
     const std::string arch = device.target.arch;
     hooks.compile = [&family, spec, arch](const Json& config) {
       const detail::ResourceUsage usage = detail::obtain_binary(family, spec, config, arch).usage;
-      if (const int bytes = usage.spill_store_bytes + usage.spill_load_bytes; bytes > 0) {
-        throw autotune::SpillingCandidate(fmt::format("spills {} bytes at {} registers", bytes, usage.registers));
+      if (usage.spill_bytes() > 0) {
+        throw autotune::SpillingCandidate(
+            fmt::format("spills {} bytes at {} registers", usage.spill_bytes(), usage.registers));
       }
     };
     hooks.runner = [&family, spec, &run, stream](const Json& config) -> std::function<void()> {

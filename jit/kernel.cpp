@@ -148,7 +148,7 @@ CompileReport compile_variant(const KernelFamily& family, const Json& spec, cons
                               const std::string& arch) {
   const detail::VariantBinary binary = detail::obtain_binary(family, spec, config, arch);
   return CompileReport{binary.variant, binary.arch, binary.from_cache, binary.usage.registers,
-                       binary.usage.spill_store_bytes + binary.usage.spill_load_bytes, binary.compile_seconds,
+                       binary.usage.spill_bytes(), binary.compile_seconds,
                        binary.usage.wgmma_serialized};
 }
 

@@ -23,6 +23,8 @@ struct ResourceUsage {
   // may still be writing it, or the overlapped code needs more registers than
   // the function has), which costs the overlap the kernel is built on.
   bool wgmma_serialized = false;
+
+  int spill_bytes() const { return spill_store_bytes + spill_load_bytes; }
 };
 
 struct CompileRequest {
