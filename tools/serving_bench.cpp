@@ -7,8 +7,10 @@
 //     would reach; the small shape against copy time plus that floor;
 //  3. the same decodes over a paged cache (page sizes 16 and 1, pages
 //     shuffled over the pool, or with --pages-in-order each sequence's pages
-//     one after another) against the contiguous time; with --head-major
-//     both caches keep each head's keys together ([.., Hkv, S, D]);
+//     one after another) against the contiguous time, each shape's
+//     contiguous and paged decodes timed in the same rotating rounds; with
+//     --head-major both caches keep each head's keys together ([.., Hkv, S,
+//     D]);
 //  4. a decode step (GEMM -> attention -> GEMM) in a CUDA graph with
 //     programmatic dependent launch on and off, each in a child process
 //     (CUJIT_PDL is read once per process).
@@ -28,9 +30,11 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "autotune/selection.h"
 #include "jit/cujit.h"
 #include "jit/serving.h"
 #include "tools/cuda_runtime_check.h"
@@ -155,22 +159,68 @@ Floors measure_floors(Results& results, jit::Stream stream, bool quick) {
   return floors;
 }
 
-// One decode row: plan once, time plan.run, print and record.
-struct DecodeTime {
-  double us = 0;
-  std::string variant;
+// One side of a shape's decode: a cache, contiguous or paged, and the plan
+// that runs over it (planned, and tuned on first use, before any timing).
+struct DecodeSide {
+  std::int64_t page_size = 0;  // 0: contiguous
+  double bar = 0;              // a paged side's bar on its time over the contiguous one
+  std::optional<ContiguousCache> contiguous;
+  std::optional<PagedCache> paged;
+  jit::KvAttentionPlan plan;
+  double plan_ms = 0;
+  const jit::KvCache& cache() const { return contiguous ? contiguous->cache : paged->cache; }
 };
 
-DecodeTime time_decode(const DecodeShape& s, std::int64_t page_size, const DecodeInputs& inputs,
-                       const jit::KvCache& cache, const CacheLayout& layout, jit::Stream stream, bool quick,
-                       double* plan_ms) {
+DecodeSide plan_side(const DecodeShape& s, const PagedCase* paged, const DecodeInputs& inputs,
+                     const CacheLayout& layout, jit::Stream stream) {
+  DecodeSide side;
+  if (paged) {
+    side.page_size = paged->page_size;
+    side.bar = paged->bar;
+    side.paged = paged_cache(s, paged->page_size, inputs, layout);
+  } else {
+    side.contiguous = contiguous_cache(s, inputs, layout);
+  }
   const auto start = std::chrono::steady_clock::now();
-  const jit::KvAttentionPlan plan = jit::plan_kv_attention(kv_attention_shape(s, page_size, layout), {}, stream);
-  *plan_ms = milliseconds_since(start);
+  side.plan = jit::plan_kv_attention(kv_attention_shape(s, side.page_size, layout), {}, stream);
+  side.plan_ms = milliseconds_since(start);
+  return side;
+}
+
+// A shape's sides timed in rounds that rotate which goes first, so that
+// clock and thermal drift during the run move every side alike: each side's
+// median over the rounds, and its median per-round time over the first
+// side's (the contiguous one, when it could be planned).
+struct SideTimes {
+  std::vector<double> us;
+  std::vector<double> over_first;
+};
+
+SideTimes time_sides(const std::deque<DecodeSide>& sides, const DecodeInputs& inputs, jit::Stream stream,
+                     bool quick) {
   jit::KvRunOptions run;
   run.stream = stream;
-  const auto call = [&] { plan.run(inputs.q, cache, inputs.out, run); };
-  return {jit::time_on_stream(call, stream, memory_timing(quick)).median_us, plan.variant()};
+  const int rounds = quick ? 3 : 5;
+  std::vector<std::vector<double>> us(sides.size()), over_first(sides.size());
+  for (int i = 0; i < rounds; ++i) {
+    std::vector<double> round(sides.size());
+    for (std::size_t j = 0; j < sides.size(); ++j) {
+      const std::size_t k = (std::size_t(i) + j) % sides.size();
+      const DecodeSide& side = sides[k];
+      const auto call = [&] { side.plan.run(inputs.q, side.cache(), inputs.out, run); };
+      round[k] = jit::time_on_stream(call, stream, memory_timing(quick)).median_us;
+    }
+    for (std::size_t k = 0; k < sides.size(); ++k) {
+      us[k].push_back(round[k]);
+      over_first[k].push_back(round[k] / round[0]);
+    }
+  }
+  SideTimes times;
+  for (std::size_t k = 0; k < sides.size(); ++k) {
+    times.us.push_back(jit::autotune::median(us[k]));
+    times.over_first.push_back(jit::autotune::median(over_first[k]));
+  }
+  return times;
 }
 
 // The floor is a larger share of the smaller caches and of the faster
@@ -197,50 +247,45 @@ void print_decode_row(const DecodeShape& s, const Floors& floors, std::int64_t p
   std::fflush(stdout);
 }
 
-// One contiguous decode row; returns its time.
-double measure_contiguous(Results& results, const Floors& floors, const DecodeShape& s, const DecodeInputs& inputs,
-                          const CacheLayout& layout, jit::Stream stream, bool quick,
-                          std::vector<double>& barred_fractions) {
-  const ContiguousCache contiguous = contiguous_cache(s, inputs, layout);
-  double plan_ms = 0;
-  const DecodeTime t = time_decode(s, 0, inputs, contiguous.cache, layout, stream, quick, &plan_ms);
-  const double fraction = kv_bytes(s) / t.us / floors.copy_bytes_per_us;
+// The contiguous decode's row.
+void report_contiguous(Results& results, const Floors& floors, const DecodeShape& s, const DecodeSide& side,
+                       double us, std::vector<double>& barred_fractions) {
+  const std::string variant = side.plan.variant();
+  const double fraction = kv_bytes(s) / us / floors.copy_bytes_per_us;
   const bool barred = kv_bytes(s) >= kBarBytes;
-  results.add(metric("decode", &s, 0, "time_us", t.us, std::nullopt, t.variant));
+  results.add(metric("decode", &s, 0, "time_us", us, std::nullopt, variant));
   results.add(metric("decode", &s, 0, "fraction_of_copy_ceiling", ceiling_of(s, floors)));
   const Metric& fraction_metric =
       results.add(metric("decode", &s, 0, "fraction_of_copy", fraction,
-                         barred ? std::optional<Bar>(Bar{Bar::Kind::AtLeast, kFractionBar}) : std::nullopt, t.variant));
+                         barred ? std::optional<Bar>(Bar{Bar::Kind::AtLeast, kFractionBar}) : std::nullopt, variant));
   if (barred && !s.fp8_kv) barred_fractions.push_back(fraction);  // issue 19's mean: 16-bit caches
   const Metric* ratio = barred ? &fraction_metric : nullptr;
   if (s == small_decode()) {
     // The time a copy of the same bytes would take, plus one launch.
     const double reference_us = kv_bytes(s) / floors.copy_bytes_per_us + floors.launch_us;
-    ratio = &results.add(metric("decode", &s, 0, "time_over_copy_plus_floor", t.us / reference_us,
-                                Bar{Bar::Kind::AtMost, kSmallDecodeBar}, t.variant));
+    ratio = &results.add(metric("decode", &s, 0, "time_over_copy_plus_floor", us / reference_us,
+                                Bar{Bar::Kind::AtMost, kSmallDecodeBar}, variant));
   }
-  print_decode_row(s, floors, 0, t.us, fraction, ratio, plan_ms, t.variant);
-  return t.us;
+  print_decode_row(s, floors, 0, us, fraction, ratio, side.plan_ms, variant);
 }
 
-// One paged decode row, against the contiguous time (0: that row failed).
-void measure_paged(Results& results, const Floors& floors, const DecodeShape& s, const PagedCase& paged,
-                   const DecodeInputs& inputs, double contiguous_us, const CacheLayout& layout, jit::Stream stream,
-                   bool quick) {
-  const PagedCache cache = paged_cache(s, paged.page_size, inputs, layout);
-  double plan_ms = 0;
-  const DecodeTime t = time_decode(s, paged.page_size, inputs, cache.cache, layout, stream, quick, &plan_ms);
-  results.add(metric("paged", &s, paged.page_size, "time_us", t.us, std::nullopt, t.variant));
+// A paged decode's row; over_contiguous is absent when the contiguous
+// decode could not be planned.
+void report_paged(Results& results, const Floors& floors, const DecodeShape& s, const DecodeSide& side, double us,
+                  std::optional<double> over_contiguous) {
+  const std::string variant = side.plan.variant();
+  results.add(metric("paged", &s, side.page_size, "time_us", us, std::nullopt, variant));
   const Metric* ratio = nullptr;
-  if (contiguous_us > 0)
-    ratio = &results.add(metric("paged", &s, paged.page_size, "paged_over_contiguous", t.us / contiguous_us,
-                                Bar{Bar::Kind::AtMost, paged.bar}, t.variant));
-  print_decode_row(s, floors, paged.page_size, t.us, kv_bytes(s) / t.us / floors.copy_bytes_per_us, ratio, plan_ms,
-                   t.variant);
+  if (over_contiguous)
+    ratio = &results.add(metric("paged", &s, side.page_size, "paged_over_contiguous", *over_contiguous,
+                                Bar{Bar::Kind::AtMost, side.bar}, variant));
+  print_decode_row(s, floors, side.page_size, us, kv_bytes(s) / us / floors.copy_bytes_per_us, ratio, side.plan_ms,
+                   variant);
 }
 
 // Contiguous then paged decodes of every shape whose label holds `only`,
-// then the geometric mean of the barred rows' fractions of the copy rate.
+// timed in the same rounds, then the geometric mean of the barred rows'
+// fractions of the copy rate.
 void measure_decodes(Results& results, const Floors& floors, jit::Stream stream, bool quick,
                      const CacheLayout& layout, const std::string& only, Failures& failures) {
   print_decode_header();
@@ -248,14 +293,25 @@ void measure_decodes(Results& results, const Floors& floors, jit::Stream stream,
   for (const DecodeShape& s : decode_shapes(quick)) {
     if (label(s).find(only) == std::string::npos) continue;
     const DecodeInputs inputs = decode_inputs(s);
-    double contiguous_us = 0;
-    failures.run(label(s) + ", contiguous", [&] {
-      contiguous_us = measure_contiguous(results, floors, s, inputs, layout, stream, quick, barred_fractions);
-    });
+    std::deque<DecodeSide> sides;
+    failures.run(label(s) + ", contiguous", [&] { sides.push_back(plan_side(s, nullptr, inputs, layout, stream)); });
+    const bool has_contiguous = !sides.empty();
     for (const PagedCase& paged : paged_cases()) {
       failures.run(fmt::format("{}, page size {}", label(s), paged.page_size),
-                   [&] { measure_paged(results, floors, s, paged, inputs, contiguous_us, layout, stream, quick); });
+                   [&] { sides.push_back(plan_side(s, &paged, inputs, layout, stream)); });
     }
+    if (sides.empty()) continue;
+    failures.run(label(s) + ", timing", [&] {
+      const SideTimes times = time_sides(sides, inputs, stream, quick);
+      for (std::size_t k = 0; k < sides.size(); ++k) {
+        if (sides[k].page_size == 0) {
+          report_contiguous(results, floors, s, sides[k], times.us[k], barred_fractions);
+        } else {
+          report_paged(results, floors, s, sides[k], times.us[k],
+                       has_contiguous ? std::optional<double>(times.over_first[k]) : std::nullopt);
+        }
+      }
+    });
   }
   if (barred_fractions.empty()) return;
   const double geomean = geometric_mean(barred_fractions);
