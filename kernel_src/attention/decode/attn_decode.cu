@@ -163,10 +163,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const int r = m0 + row;
         const int rh = Heads::row_in_head(p, r);
         const bool valid = r < rows() && Heads::owns(p, r, col);
-        const int pos = int(p.group_div.quotient(unsigned(rh)));
-        const int head = Heads::kv_head(p, head_kv, r) * p.group + (rh - pos * p.group);
-        const char* src = static_cast<const char*>(p.q) + (batch * p.q_stride[0] + head * p.q_stride[1] +
-                                                           pos * p.q_stride[2] + Heads::column_in_head(col)) * 2;
+        const QueryRow q = query_row(p, Heads::kv_head(p, head_kv, r), rh);
+        const char* src = static_cast<const char*>(p.q) + (batch * p.q_stride[0] + q.head * p.q_stride[1] +
+                                                           q.pos * p.q_stride[2] + Heads::column_in_head(col)) * 2;
         cp_async_cg_16(sQ + QTile::offset(row, col), valid ? src : p.q, valid ? 16 : 0);
       }
     }
@@ -593,16 +592,15 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       const int rh = Heads::row_in_head(p, r);
       const int hcol = Heads::column_in_head(col);
       if (p.splits == 1) {
-        const int pos = int(p.group_div.quotient(unsigned(rh)));
-        const int head = Heads::kv_head(p, head_kv, r) * p.group + (rh - pos * p.group);
+        const QueryRow q = query_row(p, Heads::kv_head(p, head_kv, r), rh);
         u32 packed[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) packed[i] = cvt_rn_x2<T>(sum[2 * i], sum[2 * i + 1]);
         char* dst = static_cast<char*>(p.o) +
-                    (batch * p.o_stride[0] + head * p.o_stride[1] + pos * p.o_stride[2] + hcol) * 2;
+                    (batch * p.o_stride[0] + q.head * p.o_stride[1] + q.pos * p.o_stride[2] + hcol) * 2;
         st_global_v4_b32(dst, packed);
         if (p.lse != nullptr && hcol == 0) {
-          p.lse[(i64(batch) * p.heads_kv * p.group + head) * p.seq_q + pos] = lse2 * kLn2;
+          p.lse[(i64(batch) * p.heads_kv * p.group + q.head) * p.seq_q + q.pos] = lse2 * kLn2;
         }
       } else if (kClusterMerge && p.cluster_merge) {
         const u32 dst = cluster_part + u32((row * D + col) * 4);

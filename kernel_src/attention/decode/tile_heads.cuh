@@ -3,6 +3,7 @@
 // with p.rows packed rows (head 2y's first) and kHeadD columns (head 2y's
 // first); a row keeps only its own head's columns. Unpaired every mapping is
 // the identity, KV head y, so that code compiles as it did before pairing.
+// Then, for any decode, the query head and position of a KV head's row.
 #pragma once
 #include "attention/decode/decode_params.h"
 
@@ -25,5 +26,17 @@ struct TileHeads {
   }
   static __device__ __forceinline__ int column_in_head(int col) { return PAIRED ? col % kHeadD : col; }
 };
+
+// Packed row r of a KV head (r counted within that head) is query position
+// r / group of query head kv_head * group + r % group.
+struct QueryRow {
+  int pos, head;
+};
+// Params: DecodeParams or DecodeCombineParams (group, group_div).
+template <class Params>
+__device__ __forceinline__ QueryRow query_row(const Params& p, int kv_head, int r) {
+  const int pos = int(p.group_div.quotient(unsigned(r)));
+  return {pos, kv_head * p.group + (r - pos * p.group)};
+}
 
 }  // namespace cujit::decode
