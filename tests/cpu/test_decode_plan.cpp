@@ -184,4 +184,50 @@ TEST(DecodePlan, PairsKvHeadsOfFp8CachesAtHeadDim64WithFewRows) {
   EXPECT_FALSE(paired(head_major)) << "a head-major cache keeps one KV head a CTA";
 }
 
+// The configs sm_90a's ptxas spills over a contiguous 16-bit cache leave
+// the space there, with a reason that says so; the same configs paged, or
+// on sm_89, are not left out for it.
+TEST(DecodePlan, LeavesOutTheConfigsPtxasSpillsOnSm90) {
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Target sm90 = target("sm_90a"), sm89 = target("sm_89");
+  struct Listed {
+    int head_dim;
+    bool causal;
+    int block_m, bn, stages, warps;
+  };
+  const Listed listed[] = {{64, false, 8, 64, 3, 2},  {64, true, 16, 128, 2, 4}, {128, true, 32, 32, 6, 4},
+                           {128, true, 32, 64, 6, 2}, {256, false, 32, 32, 4, 4}, {256, true, 32, 64, 2, 8}};
+  for (const Listed& x : listed)
+    for (const jit::DType dtype : {jit::DType::f16, jit::DType::bf16}) {
+      AttnProblem p = long_decode(0);
+      p.page_size = 0;
+      p.dtype = dtype;
+      p.head_dim = x.head_dim;
+      p.causal = x.causal;
+      p.heads_kv = 1;
+      p.heads_q = x.block_m == 8 ? 4 : x.block_m;  // one new row: the packed rows are the group
+      const jit::Json spec = decode.spec_for(p);
+      ASSERT_EQ(spec.at("bm").get<int>(), x.block_m);
+      const jit::Json config = {{"bn", x.bn}, {"stages", x.stages}, {"warps", x.warps}};
+      SCOPED_TRACE(decode.variant_name(spec, config));
+      const std::optional<std::string> why = decode.why_pruned(spec, config, sm90);
+      ASSERT_TRUE(why.has_value());
+      EXPECT_NE(why->find("ptxas spills this config on sm_90a"), std::string::npos) << *why;
+      const std::optional<std::string> why89 = decode.why_pruned(spec, config, sm89);
+      EXPECT_TRUE(!why89 || why89->find("ptxas spills") == std::string::npos) << *why89;
+      p.page_size = 16;
+      const std::optional<std::string> paged = decode.why_pruned(decode.spec_for(p), config, sm90);
+      EXPECT_TRUE(!paged || paged->find("ptxas spills") == std::string::npos) << *paged;
+    }
+  // A neighbour one stage apart stays.
+  AttnProblem p = long_decode(0);
+  p.page_size = 0;
+  p.head_dim = 64;
+  p.causal = false;
+  p.heads_kv = 1;
+  p.heads_q = 4;
+  const jit::Json neighbour = {{"bn", 64}, {"stages", 4}, {"warps", 2}};
+  EXPECT_FALSE(decode.why_pruned(decode.spec_for(p), neighbour, sm90).has_value());
+}
+
 }  // namespace

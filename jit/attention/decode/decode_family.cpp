@@ -96,6 +96,35 @@ int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
          (fp8_to_bf16 ? 32 : 0) + (e5m2_wide ? 16 : 0);
 }
 
+// The configs sm_90a's ptxas (CUDA 13.0) spills over a contiguous 16-bit
+// cache, f16 and bf16 out alike: 16 at register targets it picks for itself
+// (96, 128 or 168: ptxas aims at more CTAs per SM on its own), 12 at 255.
+// Their neighbours one pipeline stage apart compile without spilling, so no
+// estimate states them: they are listed, from the sweep of every decode
+// variant through NVRTC (docs/perf-log.md, "Spills across the whole decode
+// space"), and cujit_compile_full_tests checks that nothing else spills.
+// The tuner's spill guard (jit/choose_config.cpp) covers what another ptxas
+// decides.
+struct SpillingConfig {
+  int head_dim;
+  bool causal;
+  int block_m, bn, stages, warps;
+};
+constexpr SpillingConfig kSm90ContiguousSpills[] = {
+    {64, false, 8, 64, 3, 2},    {64, false, 8, 64, 6, 2},    {64, false, 16, 64, 2, 2},  {64, false, 32, 32, 3, 2},
+    {64, false, 32, 32, 6, 2},   {64, true, 8, 64, 6, 2},     {64, true, 16, 128, 2, 4},  {128, true, 32, 32, 6, 4},
+    {128, true, 32, 64, 3, 2},   {128, true, 32, 64, 6, 2},   {256, false, 32, 32, 3, 4}, {256, false, 32, 32, 4, 4},
+    {256, false, 32, 32, 6, 4},  {256, true, 32, 64, 2, 8},
+};
+
+bool spills_on_sm90(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
+  if (target.cc != 90 || s.fp8_kv || s.paged) return false;
+  return std::ranges::any_of(kSm90ContiguousSpills, [&](const SpillingConfig& x) {
+    return x.head_dim == s.head_dim && x.causal == s.causal && x.block_m == s.block_m && x.bn == c.bn &&
+           x.stages == c.stages && x.warps == c.warps;
+  });
+}
+
 // D = 256 in blocks of 16 rows or more fits the registers without spilling
 // only as sm_90's ptxas allocates them, and with four warps or more (ptxas
 // reports for sm_80/sm_89); over an FP8 cache, whose conversions take a few
@@ -218,6 +247,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
                          target.max_smem_per_block);
     }
     if (auto why = why_head_dim_256_is_out(s, c, target)) return why;
+    if (spills_on_sm90(s, c, target)) return fmt::format("ptxas spills this config on {}", target.arch);
     if (const int regs = estimated_registers(s, c); regs > 255) {
       return fmt::format("needs about {} registers per thread (limit 255, it would spill)", regs);
     }
