@@ -28,18 +28,19 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "autotune/selection.h"
 #include "jit/cujit.h"
 #include "jit/serving.h"
 #include "tools/cuda_runtime_check.h"
 #include "tools/kv_cache_buffers.h"
 #include "tools/launch_floor.h"
+#include "tools/rotating_rounds.h"
 #include "tools/serving_report.h"
 #include "tools/serving_shapes.h"
 #include "tools/tool_message.h"
@@ -187,40 +188,16 @@ DecodeSide plan_side(const DecodeShape& s, const PagedCase* paged, const DecodeI
   return side;
 }
 
-// A shape's sides timed in rounds that rotate which goes first, so that
-// clock and thermal drift during the run move every side alike: each side's
-// median over the rounds, and its median per-round time over the first
-// side's (the contiguous one, when it could be planned).
-struct SideTimes {
-  std::vector<double> us;
-  std::vector<double> over_first;
-};
-
-SideTimes time_sides(const std::deque<DecodeSide>& sides, const DecodeInputs& inputs, jit::Stream stream,
-                     bool quick) {
+// A shape's sides timed in the same rotating rounds (tools/rotating_rounds.h).
+rotating_rounds::RoundTimes time_sides(const std::deque<DecodeSide>& sides, const DecodeInputs& inputs,
+                                       jit::Stream stream, bool quick) {
   jit::KvRunOptions run;
   run.stream = stream;
-  const int rounds = quick ? 3 : 5;
-  std::vector<std::vector<double>> us(sides.size()), over_first(sides.size());
-  for (int i = 0; i < rounds; ++i) {
-    std::vector<double> round(sides.size());
-    for (std::size_t j = 0; j < sides.size(); ++j) {
-      const std::size_t k = (std::size_t(i) + j) % sides.size();
-      const DecodeSide& side = sides[k];
-      const auto call = [&] { side.plan.run(inputs.q, side.cache(), inputs.out, run); };
-      round[k] = jit::time_on_stream(call, stream, memory_timing(quick)).median_us;
-    }
-    for (std::size_t k = 0; k < sides.size(); ++k) {
-      us[k].push_back(round[k]);
-      over_first[k].push_back(round[k] / round[0]);
-    }
+  std::vector<std::function<void()>> calls;
+  for (const DecodeSide& side : sides) {
+    calls.push_back([&inputs, &side, run] { side.plan.run(inputs.q, side.cache(), inputs.out, run); });
   }
-  SideTimes times;
-  for (std::size_t k = 0; k < sides.size(); ++k) {
-    times.us.push_back(jit::autotune::median(us[k]));
-    times.over_first.push_back(jit::autotune::median(over_first[k]));
-  }
-  return times;
+  return rotating_rounds::time_calls(calls, quick ? 3 : 5, stream, memory_timing(quick));
 }
 
 // The floor is a larger share of the smaller caches and of the faster
@@ -295,20 +272,21 @@ void measure_decodes(Results& results, const Floors& floors, jit::Stream stream,
     const DecodeInputs inputs = decode_inputs(s);
     std::deque<DecodeSide> sides;
     failures.run(label(s) + ", contiguous", [&] { sides.push_back(plan_side(s, nullptr, inputs, layout, stream)); });
-    const bool has_contiguous = !sides.empty();
     for (const PagedCase& paged : paged_cases()) {
       failures.run(fmt::format("{}, page size {}", label(s), paged.page_size),
                    [&] { sides.push_back(plan_side(s, &paged, inputs, layout, stream)); });
     }
     if (sides.empty()) continue;
     failures.run(label(s) + ", timing", [&] {
-      const SideTimes times = time_sides(sides, inputs, stream, quick);
+      // Side 0 is the contiguous one unless it could not be planned.
+      const bool has_contiguous = sides.front().page_size == 0;
+      const rotating_rounds::RoundTimes times = time_sides(sides, inputs, stream, quick);
       for (std::size_t k = 0; k < sides.size(); ++k) {
         if (sides[k].page_size == 0) {
-          report_contiguous(results, floors, s, sides[k], times.us[k], barred_fractions);
+          report_contiguous(results, floors, s, sides[k], times.median_us(k), barred_fractions);
         } else {
-          report_paged(results, floors, s, sides[k], times.us[k],
-                       has_contiguous ? std::optional<double>(times.over_first[k]) : std::nullopt);
+          report_paged(results, floors, s, sides[k], times.median_us(k),
+                       has_contiguous ? std::optional<double>(times.median_ratio(k, 0)) : std::nullopt);
         }
       }
     });

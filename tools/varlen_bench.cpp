@@ -34,8 +34,8 @@
 #include <string>
 #include <vector>
 
-#include "autotune/selection.h"
 #include "jit/cujit.h"
+#include "tools/rotating_rounds.h"
 #include "tools/tool_message.h"
 #include "tools/unit_descale.h"
 
@@ -159,23 +159,10 @@ struct Timed {
 };
 
 Timed time_sides(const Call& dense, const Call& ragged, const Call& planned, bool quick) {
-  const std::vector<const Call*> calls = {&dense, &ragged, &planned};
-  for (const Call* call : calls) (*call)();
-  const int rounds = quick ? 3 : 9;
-  std::vector<std::vector<double>> us(calls.size());
-  std::vector<double> ratios, planned_ratios;
-  for (int i = 0; i < rounds; ++i) {
-    std::vector<double> round(calls.size());
-    for (std::size_t j = 0; j < calls.size(); ++j) {
-      const std::size_t side = (std::size_t(i) + j) % calls.size();
-      round[side] = jit::time_on_stream(*calls[side], nullptr, timing(quick)).median_us;
-    }
-    for (std::size_t side = 0; side < calls.size(); ++side) us[side].push_back(round[side]);
-    ratios.push_back(round[0] / round[1]);
-    planned_ratios.push_back(round[0] / round[2]);
-  }
-  using jit::autotune::median;
-  return {median(us[0]), median(us[1]), median(us[2]), median(ratios), median(planned_ratios)};
+  const std::vector<Call> calls = {dense, ragged, planned};
+  for (const Call& call : calls) call();
+  const rotating_rounds::RoundTimes t = rotating_rounds::time_calls(calls, quick ? 3 : 9, nullptr, timing(quick));
+  return {t.median_us(0), t.median_us(1), t.median_us(2), t.median_ratio(0, 1), t.median_ratio(0, 2)};
 }
 
 const char* verdict(double ratio, double bar) { return ratio >= bar ? "PASS" : "MISS"; }
