@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <mutex>
+#include <numeric>
+#include <random>
 #include <unordered_map>
 
 #include "jit/attention/family_registry.h"
@@ -46,7 +48,9 @@ struct KvAttentionPlan::Impl {
 
 namespace {
 
-// Inputs for timing candidates: q, the cache (an in-order block table when
+constexpr std::uint64_t kTuningPageSeed = 0x9e3779b97f4a7c15;
+
+// Inputs for timing candidates: q, the cache (a shuffled block table when
 // paged) and the lengths, all of the plan's shape, zero-filled (the kernels'
 // time does not depend on the values). Large caches are timed on fewer
 // sequences: a config's rank does not change with the batch once the GPU is
@@ -81,8 +85,14 @@ struct TuningInputs {
       v = zeroed(k.size());
       k_view = TensorView::bshd(k.data(), kv_dtype, pages, problem.page_size, problem.heads_kv, d);
       v_view = TensorView::bshd(v.data(), kv_dtype, pages, problem.page_size, problem.heads_kv, d);
+      // The pages in a fixed random order over the pool, as an engine's pool
+      // holds them after many allocations and frees: in order, a paged
+      // cache reads as a contiguous one, and the tuner would pick the
+      // contiguous decode's config (shallower rings, which cover less of
+      // the latency that scattered pages add).
       std::vector<std::int32_t> ids(static_cast<std::size_t>(pages));
-      for (std::size_t i = 0; i < ids.size(); ++i) ids[i] = std::int32_t(i);
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), std::mt19937_64(kTuningPageSeed));
       table = DeviceBuffer(ids.size() * sizeof(std::int32_t));
       table.upload(ids.data(), table.size());
     } else {
