@@ -38,11 +38,13 @@ namespace jit {
 /// page stride of 2 * page_size * Hkv * D. Row b of the block table lists
 /// sequence b's pages in order; pages may sit anywhere in the pool.
 ///
-/// FP8 (k and v in DType::e4m3, q and out in f16 or bf16): each stored value
-/// times its (sequence, KV head)'s descale factor is the value attended to,
-/// exactly as FlashAttention-3's k_descale and v_descale, [B, Hkv] float32.
-/// The scores and the output are scaled; the cache is converted to q's type
-/// in registers, exactly (every e4m3 value is an f16 and a bf16 value).
+/// FP8 (k and v in DType::e4m3 or e5m2, q and out in f16 or bf16): each
+/// stored value times its (sequence, KV head)'s descale factor is the value
+/// attended to, exactly as FlashAttention-3's k_descale and v_descale, [B,
+/// Hkv] float32; or, for a paged cache with descale_per_page, its (page, KV
+/// head)'s, [num_pages, Hkv]. The scores and the output are scaled; the
+/// cache is converted to q's type in registers, exactly (every e4m3 value is
+/// an f16 and a bf16 value).
 struct KvCache {
   TensorView k, v;
   /// int32 [B, block_table_stride] on the device, or nullptr (contiguous).
@@ -63,6 +65,13 @@ struct KvCache {
   const float* k_descale = nullptr;
   const float* v_descale = nullptr;
   std::optional<std::array<std::int64_t, 2>> descale_strides;
+  /// A paged FP8 cache quantized page by page: the factor of the page at
+  /// pool index p and KV head h is at [p * descale_strides[0] + h *
+  /// descale_strides[1]] (default strides: a contiguous [num_pages, Hkv]),
+  /// for every key in that page. As the plan's shape.descale_per_page says.
+  /// With f16 q and out, one sequence's V factors must lie within 2^15 of
+  /// one another (the probabilities are scaled by their ratios in f16).
+  bool descale_per_page = false;
 };
 
 /// What a plan is made for: the host-side facts of one batch composition.
@@ -92,6 +101,9 @@ struct KvAttentionShape {
   /// results on either layout. With it, an FP8 cache at head dim 64 with at
   /// most 4 query rows per KV head is read two KV heads at a time.
   bool token_major = true;
+  /// A paged FP8 cache whose descale factors are per (page, KV head)
+  /// (KvCache::descale_per_page): each key is scaled by its page's.
+  bool descale_per_page = false;
 };
 
 struct KvAttentionOptions {

@@ -38,6 +38,9 @@ struct AttentionShape {
   /// The cache is head-major (KvAttentionShape::token_major = false): warms
   /// the variants a plan for such caches runs.
   bool kv_head_major = false;
+  /// A paged FP8 cache with descale factors per (page, KV head)
+  /// (KvAttentionShape::descale_per_page).
+  bool kv_descale_per_page = false;
   /// Not a KV-cache shape: q, k and v in DType::e4m3 (FP8 attention), out
   /// in `dtype`; with `varlen`, a ragged FP8 batch.
   bool fp8_qkv = false;
@@ -55,7 +58,8 @@ AttentionShape parse_attention_shape(const std::string& text);
 /// also give "new_rows" (default 1), "heads_kv" (default "heads"),
 /// "page_size" (default 0: contiguous), "kv_dtype" ("fp8" or "e4m3" for
 /// an FP8 cache, else "dtype"'s) and "head_major" (default false: the
-/// token-major caches of vLLM and FlashAttention), and whose "causal" defaults to true, as
+/// token-major caches of vLLM and FlashAttention) and "descale_per_page" (default false; true: a paged
+/// FP8 cache's factors per page), and whose "causal" defaults to true, as
 /// KvAttentionOptions's does; those keys without "kv_cache": true, and any
 /// other key, are refused. A dense or ragged shape may give "qkv_dtype":
 /// "fp8" (or "e4m3"): q, k and v in e4m3, out in "dtype". Throws Error(InvalidArgument) naming the parse

@@ -37,6 +37,8 @@ With "kv_cache": true only (--all lists no KV-cache variants):
   kv_dtype  dtype ("fp8" or "e4m3": an FP8 cache, sm_89 or newer; "e5m2")
   head_major false (true: the cache is [B, Hkv, S, D] or [pages, Hkv, page_size, D],
             KvAttentionShape::token_major = false)
+  descale_per_page false (true: a paged FP8 cache's descale factors per page,
+            KvAttentionShape::descale_per_page)
   e.g. {"kv_cache": true, "heads": 32, "heads_kv": 8, "seq": 8192, "head_dim": 128,
         "dtype": "bf16", "page_size": 16, "kv_dtype": "fp8"}
 Any other key is an error. batch, heads, seq and new_rows only matter for

@@ -20,7 +20,7 @@ extern "C" {
 #endif
 
 /* Bumped when a struct below changes layout or a function is added; callers check it. */
-#define CUJIT_C_ABI_VERSION 5
+#define CUJIT_C_ABI_VERSION 6
 CUJIT_C_API int cujit_c_abi_version(void);
 
 /* 0 on success, else jit::ErrorCode + 1. */
@@ -176,6 +176,9 @@ typedef struct {
   const float* v_descale;
   int64_t descale_strides[2]; /* read only when has_descale_strides; else a contiguous [B, Hkv] */
   int32_t has_descale_strides;
+  int32_t descale_per_page; /* nonzero (a paged FP8 cache): the factors are per page instead, the page at pool
+                               index p's at [p * descale_strides[0] + h * descale_strides[1]] (default strides: a
+                               contiguous [num_pages, Hkv]); as the plan's shape says */
 } cujit_kv_cache;
 
 /* What a plan is made for (jit::KvAttentionShape). */
@@ -193,6 +196,8 @@ typedef struct {
   int32_t head_major;           /* nonzero: the runs' caches are head-major ([B, Hkv, S, D], [pages, Hkv, page_size,
                                    D]); 0: token-major (vLLM's, FlashAttention's). A hint for speed only
                                    (jit::KvAttentionShape::token_major): either layout runs under either value */
+  int32_t descale_per_page;     /* nonzero: a paged FP8 cache's descale factors are per (page, KV head)
+                                   (cujit_kv_cache.descale_per_page) */
 } cujit_kv_shape;
 
 /* NULL options mean causal, scale 1/sqrt(D), splits chosen by the plan. A

@@ -11,9 +11,11 @@
 
 // The layouts bindings/python/cujit/_structs.py mirrors with ctypes (natural
 // alignment, LP64): a change here is an ABI change (CUJIT_C_ABI_VERSION).
-static_assert(sizeof(cujit_tensor) == 80 && sizeof(cujit_kv_cache) == 232);
+static_assert(sizeof(cujit_tensor) == 80 && sizeof(cujit_kv_cache) == 232 &&
+              offsetof(cujit_kv_cache, descale_per_page) == 228);
 static_assert(sizeof(cujit_kv_shape) == 80 && offsetof(cujit_kv_shape, seq_q) == 40 &&
-              offsetof(cujit_kv_shape, kv_dtype) == 68 && offsetof(cujit_kv_shape, head_major) == 72);
+              offsetof(cujit_kv_shape, kv_dtype) == 68 && offsetof(cujit_kv_shape, head_major) == 72 &&
+              offsetof(cujit_kv_shape, descale_per_page) == 76);
 static_assert(sizeof(cujit_kv_options) == 12 && sizeof(cujit_kv_run_options) == 24);
 
 // The opaque handle behind cujit_kv_plan*.
@@ -39,6 +41,7 @@ jit::KvCache cache_of(const cujit_kv_cache* c) {
   cache.k_descale = c->k_descale;
   cache.v_descale = c->v_descale;
   if (c->has_descale_strides) cache.descale_strides = std::array<std::int64_t, 2>{c->descale_strides[0], c->descale_strides[1]};
+  cache.descale_per_page = c->descale_per_page != 0;
   return cache;
 }
 
@@ -56,6 +59,7 @@ jit::KvAttentionShape shape_of(const cujit_kv_shape* s) {
   shape.per_sequence_lengths = s->per_sequence_lengths != 0;
   if (s->kv_dtype != 0 && s->kv_dtype != s->dtype) shape.kv_dtype = cujit_c::dtype_of(s->kv_dtype, "shape.kv_dtype");
   shape.token_major = s->head_major == 0;
+  shape.descale_per_page = s->descale_per_page != 0;
   return shape;
 }
 

@@ -280,18 +280,18 @@ class OpCheck(unittest.TestCase):
 
     def test_attention_with_kvcache(self):
         q, k, v, lens, table = paged_case(sq=2, lengths=(2, 17, 300))  # each sequence holds its new rows
-        self.opcheck(torch.ops.cujit.attention_with_kvcache.default, q, k, v, lens, table, None, None, True, None, 0,
-                     True)
+        self.opcheck(torch.ops.cujit.attention_with_kvcache.default, q, k, v, lens, table, None, None, False, True, None,
+                     0, True)
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], device="cuda", dtype=torch.float32)
         self.opcheck(torch.ops.cujit.attention_with_kvcache_out.default, q, k, v, torch.empty_like(q), lse, lens,
-                     table, None, None, True, None, 1)
+                     table, None, None, False, True, None, 1)
 
     def test_kv_plan_run(self):
         q, k, v, lens, table = paged_case()
         plan = cujit.KvPlan(batch=3, heads_q=8, heads_kv=2, head_dim=128, max_seq_k=300, page_size=16)
         workspace = torch.empty(max(plan.workspace_bytes, 16), dtype=torch.uint8, device="cuda")
         self.opcheck(torch.ops.cujit.kv_plan_run.default, plan._address, q, k, v, torch.empty_like(q), None, lens,
-                     table, None, None, workspace)
+                     table, None, None, False, workspace)
 
     def test_varlen_plan_prepare_and_run(self):
         q, k, v, cu_q, cu_k, max_q, max_k = ragged_case()
@@ -357,16 +357,44 @@ class Fp8Cache(unittest.TestCase):
         torch.cuda.synchronize()
         self.expect_close(q, dequantized(k, k_scale, table), dequantized(v, v_scale, table), lens, table, out, lse)
         # Both registered operators take the factors, and so does the compiled call (the fake implementation).
-        through_op, _ = torch.ops.cujit.attention_with_kvcache(q, k, v, lens, table, k_scale, v_scale, True, None, 0,
-                                                               False)
+        through_op, _ = torch.ops.cujit.attention_with_kvcache(q, k, v, lens, table, k_scale, v_scale, False, True,
+                                                               None, 0, False)
         given = torch.empty_like(q)
-        torch.ops.cujit.attention_with_kvcache_out(q, k, v, given, None, lens, table, k_scale, v_scale, True, None, 0)
+        torch.ops.cujit.attention_with_kvcache_out(q, k, v, given, None, lens, table, k_scale, v_scale, False, True,
+                                                   None, 0)
         compiled = fresh_compile(lambda q: cujit.attention_with_kvcache(
             q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale, v_descale=v_scale))(q)
         torch.cuda.synchronize()
         self.assertTrue(torch.equal(through_op, out))
         self.assertTrue(torch.equal(given, out))
         self.assertLess(rel_error(compiled, out), 1e-2)
+
+    def test_paged_decode_with_factors_per_page(self):
+        # Each page quantized with factors of its own ([num_pages, Hkv]); f16 q with factors spread over 100x.
+        batch, hkv, d, page_size, lengths = 3, 2, 128, 16, (1, 100, 333)
+        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=torch.float16)
+        max_pages = -(-max(lengths) // page_size)
+        num_pages = batch * max_pages + 3
+        k, v = (fp8_cache((num_pages, page_size, hkv, d)) for _ in range(2))
+        table = torch.randperm(num_pages, device="cuda")[:batch * max_pages].to(torch.int32).reshape(batch, max_pages)
+        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        k_scale, v_scale = ((10 ** (torch.rand(num_pages, hkv, device="cuda") * 2 - 2)) for _ in range(2))
+        want_k, want_v = (c.double() * f.double()[:, None, :, None] for c, f in ((k, k_scale), (v, v_scale)))
+        out, lse = cujit.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale,
+                                                v_descale=v_scale, descale_per_page=True, return_lse=True)
+        plan = cujit.KvPlan(batch=batch, heads_q=8, heads_kv=hkv, head_dim=d, max_seq_k=max_pages * page_size,
+                            page_size=page_size, kv_dtype=torch.float8_e4m3fn, descale_per_page=True)
+        planned = plan.run(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale, v_descale=v_scale)
+        torch.cuda.synchronize()
+        self.expect_close(q, want_k, want_v, lens, table, out, lse)
+        self.assertLess(rel_error(planned, out), 1e-2)
+        with self.assertRaisesRegex(cujit.CujitError, r"\[num_pages, Hkv\] = \[%d, 2\]" % num_pages):
+            cujit.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale[:2],
+                                         v_descale=v_scale[:2], descale_per_page=True)
+        contiguous = fp8_cache((batch, 336, hkv, d))
+        with self.assertRaisesRegex(cujit.CujitError, "descale_per_page"):
+            cujit.attention_with_kvcache(q, contiguous, contiguous, cache_seqlens=lens, k_descale=k_scale[:3],
+                                         v_descale=v_scale[:3], descale_per_page=True)
 
     def test_plan_with_one_factor_for_a_contiguous_cache(self):
         batch, hkv, d, lengths = 3, 2, 64, (5, 64, 200)
@@ -380,7 +408,7 @@ class Fp8Cache(unittest.TestCase):
         self.assertEqual(plan.kv_dtype, torch.float8_e4m3fn)
         out, lse = plan.run(q, k, v, cache_seqlens=lens, k_descale=k_scale, v_descale=v_scale, return_lse=True)
         given = torch.empty_like(q)
-        torch.ops.cujit.kv_plan_run(plan._address, q, k, v, given, None, lens, None, k_scale, v_scale, None)
+        torch.ops.cujit.kv_plan_run(plan._address, q, k, v, given, None, lens, None, k_scale, v_scale, False, None)
         torch.cuda.synchronize()
         self.expect_close(q, k.double() * k_scale.double(), v.double() * v_scale.double(), lens, None, out, lse)
         self.assertTrue(torch.equal(given, out))

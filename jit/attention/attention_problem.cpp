@@ -23,7 +23,8 @@ void check_attention_descales(const AttnProblem& p, const Fp8Descale& d) {
                      "options.descale.strides",
                      p.fp8_qkv,
                      "q",
-                     "options.descale.strides = {0, 0}"});
+                     "options.descale.strides = {0, 0}",
+                     -1});
 }
 
 }  // namespace
@@ -207,6 +208,7 @@ void to_json(Json& j, const AttnSpec& spec) {
   if (spec.fp8_qkv) j["qkv"] = kernel_dtype_name(spec.fp8_format);
   if (spec.varlen) j["varlen"] = true;
   if (spec.paired_kv_heads) j["kv_heads"] = 2;
+  if (spec.page_descale) j["kv_scale"] = "page";
 }
 
 void from_json(const Json& j, AttnSpec& spec) {
@@ -231,6 +233,11 @@ void from_json(const Json& j, AttnSpec& spec) {
   const int kv_heads = j.value("kv_heads", 1);
   if (kv_heads != 1 && kv_heads != 2) throw Error(ErrorCode::Internal, fmt::format("spec kv_heads is {}", kv_heads));
   spec.paired_kv_heads = kv_heads == 2;
+  const std::string kv_scale = j.value("kv_scale", "");
+  if (!kv_scale.empty() && kv_scale != "page") {
+    throw Error(ErrorCode::Internal, fmt::format("unknown spec kv_scale '{}'", kv_scale));
+  }
+  spec.page_descale = kv_scale == "page";
 }
 
 Json attention_bucket(const AttnProblem& problem) {

@@ -42,6 +42,9 @@ struct AttnProblem {
   bool align_bottom_right = false;
   // A cache's KV heads side by side in a key's row (KvAttentionShape::token_major).
   bool kv_token_major = true;
+  // A paged FP8 cache's descale factors per (page, KV head), not per
+  // (sequence, KV head) (KvAttentionShape::descale_per_page).
+  bool descale_per_page = false;
   // The element types of q and of K and V (out's is dtype).
   DType q_dtype() const { return fp8_qkv ? fp8_format : dtype; }
   DType kv_dtype() const { return fp8_kv || fp8_qkv ? fp8_format : dtype; }
@@ -58,7 +61,7 @@ struct AttnProblem {
   auto fields() const {
     return std::tie(batch, heads_q, heads_kv, seq_q, seq_k, head_dim, dtype, causal, causal_offset, scale, page_size,
                     seq_lens, num_splits, fp8_kv, fp8_qkv, fp8_format, varlen, total_q, total_k,
-                    align_bottom_right, kv_token_major);
+                    align_bottom_right, kv_token_major, descale_per_page);
   }
   bool operator==(const AttnProblem& other) const { return fields() == other.fields(); }
 };
@@ -87,8 +90,12 @@ struct AttnSpec {
   // Decode over an FP8 cache at head dim 64: two KV heads a CTA
   // (kernel_src/attention/decode/attn_decode.cu, PAIRED).
   bool paired_kv_heads = false;
+  // Decode over a paged FP8 cache whose descale factors are per (page, KV
+  // head) ("kv_scale": "page"; attn_decode.cu, PAGE_DESCALE).
+  bool page_descale = false;
   auto fields() const {
-    return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen, paired_kv_heads);
+    return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen, paired_kv_heads,
+                    page_descale);
   }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };

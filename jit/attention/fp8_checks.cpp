@@ -18,9 +18,9 @@ void check_descales(const AttnProblem& p, const DescaleArgs& args) {
                           to_string(p.dtype)));
     }
     if (args.fp8 && ptr == nullptr && !p.empty()) {
-      invalid(fmt::format("{} is null: FP8 data needs its descale factors (float32 [B, Hkv] on the device, "
+      invalid(fmt::format("{} is null: FP8 data needs its descale factors (float32 [{}, Hkv] on the device, "
                           "or one for all with {})",
-                          name, args.layout_hint));
+                          name, args.pages >= 0 ? "num_pages" : "B", args.layout_hint));
     }
     if (reinterpret_cast<std::uintptr_t>(ptr) % alignof(float) != 0) {
       invalid(fmt::format("{} must be 4-byte aligned (float32); its address is {}", name,
@@ -31,17 +31,18 @@ void check_descales(const AttnProblem& p, const DescaleArgs& args) {
     invalid(fmt::format("{} is set but {} is not FP8: descale factors are for FP8 data", args.strides_name,
                         args.data_name));
   }
-  const auto [batch_stride, head_stride] = descale_strides_or_default(p, args.strides);
-  if (batch_stride < 0 || head_stride < 0) {
-    invalid(fmt::format("{} are {{{}, {}}}; they must not be negative", args.strides_name, batch_stride,
+  const auto [outer_stride, head_stride] = descale_strides_or_default(p, args.strides);
+  if (outer_stride < 0 || head_stride < 0) {
+    invalid(fmt::format("{} are {{{}, {}}}; they must not be negative", args.strides_name, outer_stride,
                         head_stride));
   }
+  const std::int64_t outer = args.pages >= 0 ? args.pages : p.batch;
   std::int64_t last = 0, head_part = 0;
-  if (__builtin_mul_overflow(std::max<std::int64_t>(p.batch - 1, 0), batch_stride, &last) ||
+  if (__builtin_mul_overflow(std::max<std::int64_t>(outer - 1, 0), outer_stride, &last) ||
       __builtin_mul_overflow(std::max<std::int64_t>(p.heads_kv - 1, 0), head_stride, &head_part) ||
       __builtin_add_overflow(last, head_part, &last) || last > std::numeric_limits<std::int64_t>::max() / 4) {
-    invalid(fmt::format("{} {{{}, {}}} over {} sequences and {} KV heads reach past a 64-bit offset",
-                        args.strides_name, batch_stride, head_stride, p.batch, p.heads_kv));
+    invalid(fmt::format("{} {{{}, {}}} over {} {} and {} KV heads reach past a 64-bit offset", args.strides_name,
+                        outer_stride, head_stride, outer, args.pages >= 0 ? "pages" : "sequences", p.heads_kv));
   }
 }
 

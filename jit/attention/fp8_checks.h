@@ -22,12 +22,15 @@ struct DescaleArgs {
   bool fp8;                  // the data they scale is FP8
   const char* data_name;     // what they scale, for messages: "the cache"
   const char* layout_hint;   // how to give one factor for all, for the "is null" message
+  // Factors per (page, KV head) over a pool of this many pages; -1: per
+  // (sequence, KV head), over p.batch sequences.
+  std::int64_t pages;
 };
 
 // Throws Error(InvalidArgument) naming the argument: a factor set for 16-bit
 // data, one missing for FP8 data (unless the problem is empty), one not
 // 4-byte aligned, strides set for 16-bit data, negative, or reaching past a
-// 64-bit offset over p.batch x p.heads_kv.
+// 64-bit offset over p.batch (or args.pages) x p.heads_kv.
 void check_descales(const AttnProblem& p, const DescaleArgs& args);
 
 // The strides in effect: the given ones, or a contiguous [B, Hkv].

@@ -181,6 +181,16 @@ AttnProblem kv_problem_of(const KvAttentionShape& shape, const KvAttentionOption
   p.seq_lens = shape.per_sequence_lengths;
   p.num_splits = options.num_splits;
   p.kv_token_major = shape.token_major;
+  if (shape.descale_per_page && !p.fp8_kv) {
+    invalid(fmt::format("shape.descale_per_page (cache.descale_per_page in the one-call form) is set but the "
+                        "cache is {}: descale factors are for FP8 caches",
+                        to_string(kv_dtype)));
+  }
+  if (shape.descale_per_page && p.page_size == 0) {
+    invalid("shape.descale_per_page (cache.descale_per_page in the one-call form) is set but the cache is "
+            "contiguous: factors per page are for a paged cache; a contiguous cache's are per sequence");
+  }
+  p.descale_per_page = shape.descale_per_page;
   return p;
 }
 
@@ -206,12 +216,18 @@ void check_kv_run(const AttnProblem& problem, const TensorView& q, const KvCache
                                             to_string(view->dtype))));
     }
   }
+  if (cache.descale_per_page != problem.descale_per_page) {
+    invalid(fmt::format("cache.descale_per_page is {}, the plan was made with shape.descale_per_page = {}: the "
+                        "factors must be indexed as the plan's kernel reads them",
+                        cache.descale_per_page, problem.descale_per_page));
+  }
   check_descales(problem, {{{"cache.k_descale", cache.k_descale}, {"cache.v_descale", cache.v_descale}},
                            cache.descale_strides,
                            "cache.descale_strides",
                            problem.fp8_kv,
                            "the cache",
-                           "cache.descale_strides = {0, 0}"});
+                           "cache.descale_strides = {0, 0}",
+                           problem.descale_per_page ? cache.k.shape[0] : -1});
   expect_query_shape("q", q, problem);
   expect_query_shape("out", out, problem);
 
@@ -277,6 +293,7 @@ KvAttentionShape kv_shape_of(const TensorView& q, const KvCache& cache) {
   shape.heads_kv = cache.k.shape[1];
   shape.per_sequence_lengths = cache.seq_lens != nullptr;
   shape.token_major = cache.k.strides[1] == cache.k.shape[3] && cache.v.strides[1] == cache.v.shape[3];
+  shape.descale_per_page = cache.descale_per_page;
   if (cache.block_table == nullptr) {
     shape.max_seq_k = cache.k.shape[2];
     return shape;

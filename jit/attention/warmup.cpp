@@ -127,9 +127,10 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
   static const std::set<std::string> known = {"batch",    "heads",     "seq",      "head_dim",
                                               "dtype",    "causal",    "varlen",   "kv_cache",
                                               "new_rows", "heads_kv",  "page_size", "kv_dtype",
-                                              "qkv_dtype", "head_major"};
+                                              "qkv_dtype", "head_major", "descale_per_page"};
   // Read only for a KV-cache shape, so refused without "kv_cache": true.
-  static const char* const kv_keys[] = {"new_rows", "heads_kv", "page_size", "kv_dtype", "head_major"};
+  static const char* const kv_keys[] = {"new_rows", "heads_kv", "page_size", "kv_dtype", "head_major",
+                                        "descale_per_page"};
   std::vector<AttentionShape> shapes;
   std::size_t index = 0;
   for (const Json& entry : manifest["shapes"]) {
@@ -139,7 +140,7 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       if (!known.count(key)) {
         invalid(fmt::format("{}: unknown key \"{}\" (the keys are {})", where, key,
                             "batch, heads, seq, head_dim, dtype, causal, varlen, kv_cache, new_rows, heads_kv, "
-                            "page_size, kv_dtype, head_major, qkv_dtype"));
+                            "page_size, kv_dtype, head_major, descale_per_page, qkv_dtype"));
       }
     }
     // Sizes must be JSON integers: converting a float such as 1e19 or 1.5
@@ -192,6 +193,7 @@ std::vector<AttentionShape> parse_manifest(const std::string& json_text, const s
       s.heads_kv = size_field("heads_kv", 0);  // 0: as many as "heads"
       s.page_size = size_field("page_size", 0, 0);
       s.kv_head_major = bool_field("head_major", false);
+      s.kv_descale_per_page = bool_field("descale_per_page", false);
       if (const auto it = entry.find("kv_dtype"); it != entry.end()) {
         const std::string text = it->is_string() ? it->get<std::string>() : "";
         s.fp8_kv = text == "fp8" || text == "e4m3" || text == "e5m2";

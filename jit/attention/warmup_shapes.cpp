@@ -21,6 +21,7 @@ KvAttentionShape kv_plan_shape_of(const AttentionShape& s) {
   kv.per_sequence_lengths = true;
   if (s.fp8_kv) kv.kv_dtype = s.fp8_format;
   kv.token_major = !s.kv_head_major;
+  kv.descale_per_page = s.kv_descale_per_page;
   return kv;
 }
 

@@ -55,7 +55,7 @@ cujit_tensor page_pool(std::int64_t pages, std::int64_t page_size, std::int64_t 
 struct KvArgs {
   cujit_tensor q = bhsd(2, 8, 1, 64, 0), out = bhsd(2, 8, 1, 64, 3);
   cujit_kv_cache cache{page_pool(64, 16, 2, 64, 1), page_pool(64, 16, 2, 64, 2), fake_i32(4), 8, 0, fake_i32(5),
-                       nullptr, nullptr, {0, 0}, 0};
+                       nullptr, nullptr, {0, 0}, 0, 0};
   cujit_status call(const cujit_kv_options* options = nullptr, const cujit_kv_run_options* run = nullptr) const {
     return cujit_attention_with_kvcache(&q, &cache, &out, options, run);
   }

@@ -231,3 +231,40 @@ TEST(DecodePlan, LeavesOutTheConfigsPtxasSpillsOnSm90) {
 }
 
 }  // namespace
+
+// Descale factors per page: a variant of its own (the kernel's PAGE_DESCALE),
+// whose ring holds each stage's factors, for paged FP8 caches only.
+TEST(DecodePlan, FactorsPerPageTakeAVariantWithTheirRoomInTheRing) {
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Target sm90 = target("sm_90a");
+  AttnProblem p = long_decode(1);
+  p.fp8_kv = true;
+  const jit::Json per_sequence = decode.spec_for(p);
+  p.descale_per_page = true;
+  const jit::Json spec = decode.spec_for(p);
+  EXPECT_EQ(spec.value("kv_scale", ""), "page");
+  EXPECT_TRUE(decode.spec_for(p).page_descale);
+  EXPECT_TRUE(spec.get<jit::detail::AttnSpec>().page_descale) << "the JSON reads back";
+  EXPECT_FALSE(per_sequence.contains("kv_scale"));
+  const jit::Json config = decode.default_config(spec, sm90);
+  EXPECT_NE(decode.variant_name(spec, config).find("_paged_pagescale_"), std::string::npos)
+      << decode.variant_name(spec, config);
+  const std::string expression = decode.name_expression(spec, config);
+  EXPECT_EQ(expression.substr(expression.size() - 7), ", true>") << expression;
+  EXPECT_EQ(decode.name_expression(per_sequence, config).find(", false, false>") + 15,
+            decode.name_expression(per_sequence, config).size());
+  const AttnPlan with = decode.plan(p, config, sm90);
+  p.descale_per_page = false;
+  const AttnPlan without = decode.plan(p, config, sm90);
+  const int bn = config.at("bn").get<int>(), stages = config.at("stages").get<int>();
+  EXPECT_EQ(with.steps[0].geometry.smem_bytes, without.steps[0].geometry.smem_bytes + unsigned(stages * 2 * bn * 4))
+      << "each stage's K and V factors, one KV head";
+
+  // Only paged FP8 variants carry it.
+  jit::detail::AttnSpec odd = spec.get<jit::detail::AttnSpec>();
+  odd.paged = false;
+  EXPECT_TRUE(decode.why_pruned(jit::Json(odd), config, sm90).has_value());
+  odd = spec.get<jit::detail::AttnSpec>();
+  odd.fp8_kv = false;
+  EXPECT_TRUE(decode.why_pruned(jit::Json(odd), config, sm90).has_value());
+}

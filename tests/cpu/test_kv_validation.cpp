@@ -690,3 +690,44 @@ TEST(KvFp8Cache, RunNeedsBothDescalesOnlyForAnFp8Cache) {
   sixteen_bit.cache.descale_strides = std::array<std::int64_t, 2>{0, 0};
   expect_invalid_run(kv_problem_of(paged_shape(), {}), sixteen_bit, {"cache.descale_strides is set"});
 }
+
+// --- FP8 caches with descale factors per page ---------------------------------
+
+TEST(KvFp8Cache, FactorsPerPageAreAPagedFp8PlansAndItsRunsAlike) {
+  KvAttentionShape s = fp8_shape();
+  s.descale_per_page = true;
+  const AttnProblem p = kv_problem_of(s, {});
+  EXPECT_TRUE(p.descale_per_page);
+  EXPECT_FALSE(p == kv_problem_of(fp8_shape(), {}));  // another plan, another kernel
+  RunArgs a = fp8_args();
+  a.cache.descale_per_page = true;
+  EXPECT_NO_THROW(check(p, a));
+  // The default strides are a contiguous [num_pages, Hkv].
+  EXPECT_EQ(jit::detail::descale_strides_of(p, a.cache), (std::array<std::int64_t, 2>{kHkv, 1}));
+  EXPECT_TRUE(kv_shape_of(a.q, a.cache).descale_per_page);
+  // A run's cache must say what the plan said, either way.
+  expect_invalid_run(p, fp8_args(), {"cache.descale_per_page is false", "shape.descale_per_page = true"});
+  expect_invalid_run(kv_problem_of(fp8_shape(), {}), a,
+                     {"cache.descale_per_page is true", "shape.descale_per_page = false"});
+  // Strides are checked over the pool's pages, not the batch's sequences.
+  RunArgs per_sequence = fp8_args();
+  per_sequence.cache.descale_strides =
+      std::array<std::int64_t, 2>{std::numeric_limits<std::int64_t>::max() / (2 * kPoolPages), 1};
+  EXPECT_NO_THROW(check(kv_problem_of(fp8_shape(), {}), per_sequence)) << "over " << kB << " sequences it fits";
+  a.cache.descale_strides = std::array<std::int64_t, 2>{std::numeric_limits<std::int64_t>::max() / (2 * kPoolPages), 1};
+  expect_invalid_run(p, a, {"cache.descale_strides", std::to_string(kPoolPages) + " pages", "64-bit"});
+  a = fp8_args();
+  a.cache.descale_per_page = true;
+  a.cache.k_descale = nullptr;
+  expect_invalid_run(p, a, {"cache.k_descale is null", "[num_pages, Hkv]"});
+}
+
+TEST(KvFp8Cache, FactorsPerPageNeedAPagedFp8Cache) {
+  KvAttentionShape s = paged_shape();  // 16-bit
+  s.descale_per_page = true;
+  expect_invalid_shape(s, {"descale_per_page", "f16", "FP8 caches"});
+  s = fp8_shape();
+  s.page_size = 0;
+  s.descale_per_page = true;
+  expect_invalid_shape(s, {"descale_per_page", "contiguous", "per sequence"});
+}

@@ -283,9 +283,10 @@ TEST(ParseAttentionManifest, KvCacheEntryKeys) {
       {"kv_cache": true, "seq": 64, "head_dim": 64, "dtype": "bf16", "kv_dtype": "bf16"},
       {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "fp16"},
       {"kv_cache": false, "seq": 64, "head_dim": 64},
-      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "e5m2", "head_major": true}
+      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "e5m2", "head_major": true},
+      {"kv_cache": true, "seq": 64, "head_dim": 64, "kv_dtype": "fp8", "page_size": 16, "descale_per_page": true}
   ]})");
-  ASSERT_EQ(shapes.size(), 6u);
+  ASSERT_EQ(shapes.size(), 7u);
   EXPECT_EQ(shapes[0].batch, 8);
   EXPECT_EQ(shapes[0].heads, 32);
   EXPECT_EQ(shapes[0].heads_kv, 8);
@@ -308,6 +309,9 @@ TEST(ParseAttentionManifest, KvCacheEntryKeys) {
   EXPECT_TRUE(shapes[5].kv_head_major);
   EXPECT_TRUE(jit::detail::problem_of(shapes[0]).kv_token_major);
   EXPECT_FALSE(jit::detail::problem_of(shapes[5]).kv_token_major);
+  EXPECT_FALSE(shapes[0].kv_descale_per_page);
+  EXPECT_TRUE(shapes[6].kv_descale_per_page);
+  EXPECT_TRUE(jit::detail::problem_of(shapes[6]).descale_per_page);
 }
 
 // The README's example manifest, as printed there.
@@ -332,6 +336,9 @@ TEST(ParseAttentionManifest, KvCacheErrorsNameEntryAndKey) {
       {R"({"kv_dtype": "fp8"})", "kv_dtype"},
       {R"({"head_major": true})", "head_major"},
       {R"({"kv_cache": true, "head_major": 1})", "head_major"},
+      {R"({"descale_per_page": true})", "descale_per_page"},
+      // Factors per page are for a paged FP8 cache (plan_kv_attention's check).
+      {R"({"kv_cache": true, "kv_dtype": "fp8", "descale_per_page": true})", "descale_per_page"},
       {R"({"kv_cache": false, "page_size": 16})", "page_size"},
       {R"({"kv_cache": true, "varlen": true})", "varlen"},
       {R"({"kv_cache": "yes"})", "kv_cache"},
@@ -367,7 +374,8 @@ TEST(ParseAttentionManifest, UnknownKeyMessageListsTheKvKeys) {
   const std::string message = expect_error(jit::ErrorCode::InvalidArgument, [] {
     jit::parse_attention_manifest(R"({"shapes": [{"seq": 512, "head_dim": 64, "pages": 16}]})");
   });
-  for (const char* key : {"kv_cache", "new_rows", "heads_kv", "page_size", "kv_dtype", "head_major"}) {
+  for (const char* key :
+       {"kv_cache", "new_rows", "heads_kv", "page_size", "kv_dtype", "head_major", "descale_per_page"}) {
     EXPECT_NE(message.find(key), std::string::npos) << key << ": " << message;
   }
 }

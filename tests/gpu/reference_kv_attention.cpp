@@ -56,19 +56,29 @@ ReferenceProblem sequence_problem(const KvReferenceProblem& p, std::int64_t b) {
 
 namespace {
 
-// Sequence b's [Hkv, L, D] keys or values times their heads' factors (none
-// when `factors` is empty), rounded to float: 2^-24 relative, far below any
-// output tolerance.
-std::vector<float> descaled(const KvReferenceProblem& p, const std::vector<double>& factors, std::vector<float> x,
-                            std::int64_t b) {
+// Sequence b's [Hkv, L, D] keys or values times their factors (none when
+// `factors` is empty): their heads' or, per page, their pages' and heads'.
+// Rounded to float: 2^-24 relative, far below any output tolerance.
+std::vector<float> descaled(const KvReferenceProblem& p, const KvReferenceCache& cache,
+                            const std::vector<double>& factors, std::vector<float> x, std::int64_t b) {
   if (factors.empty()) return x;
-  if (std::int64_t(factors.size()) != p.batch * p.heads_kv) {
+  if (p.descale_per_page && !cache.paged()) {
+    throw std::invalid_argument("reference_kv_attention: descale factors per page for a contiguous cache");
+  }
+  const std::int64_t outer = p.descale_per_page ? cache.k.shape[0] : p.batch;
+  if (std::int64_t(factors.size()) != outer * p.heads_kv) {
     throw std::invalid_argument(fmt::format("reference_kv_attention: {} descale factors for {} x {} heads",
-                                            factors.size(), p.batch, p.heads_kv));
+                                            factors.size(), outer, p.heads_kv));
   }
   const std::size_t per_head = x.size() / std::size_t(std::max<std::int64_t>(p.heads_kv, 1));
   for (std::size_t i = 0; i < x.size(); ++i) {
-    x[i] = float(double(x[i]) * factors[std::size_t(b * p.heads_kv) + i / per_head]);
+    const std::int64_t hk = std::int64_t(i / per_head);
+    std::int64_t row = b;
+    if (p.descale_per_page) {
+      const std::int64_t key = std::int64_t(i % per_head) / p.head_dim;
+      row = cache.block_table[std::size_t(b * cache.block_table_stride + key / cache.page_size)];
+    }
+    x[i] = float(double(x[i]) * factors[std::size_t(row * p.heads_kv + hk)]);
   }
   return x;
 }
@@ -90,8 +100,9 @@ ReferenceResult reference_kv_attention(const KvReferenceProblem& p, const std::v
   for (std::int64_t b = 0; b < p.batch; ++b) {
     const std::vector<float> q_b(q.begin() + b * rows * D, q.begin() + (b + 1) * rows * D);
     const ReferenceResult one =
-        reference_attention(sequence_problem(p, b), q_b, descaled(p, p.k_descale, gather_sequence(p, cache, cache.k, b), b),
-                            descaled(p, p.v_descale, gather_sequence(p, cache, cache.v, b), b));
+        reference_attention(sequence_problem(p, b), q_b,
+                            descaled(p, cache, p.k_descale, gather_sequence(p, cache, cache.k, b), b),
+                            descaled(p, cache, p.v_descale, gather_sequence(p, cache, cache.v, b), b));
     out.o.insert(out.o.end(), one.o.begin(), one.o.end());
     out.lse.insert(out.lse.end(), one.lse.begin(), one.lse.end());
     out.visible_keys.insert(out.visible_keys.end(), one.visible_keys.begin(), one.visible_keys.end());

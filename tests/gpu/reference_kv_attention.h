@@ -45,7 +45,10 @@ struct KvReferenceProblem {
   std::vector<std::int64_t> seq_lens;  ///< keys of each sequence (its new rows included); size batch
   /// An FP8 cache's descale factors, [B * Hkv]: sequence b's keys (values) of
   /// KV head hk are the cache's times k_descale[b * Hkv + hk]. Empty: 1.
+  /// descale_per_page (a paged cache): [num_pages * Hkv], key j of sequence b
+  /// and KV head hk times the factor [page * Hkv + hk] of the page it is in.
   std::vector<double> k_descale, v_descale;
+  bool descale_per_page = false;
 };
 
 /// Sequence b's keys (from cache.k) or values (cache.v): `pool` is one of

@@ -192,7 +192,7 @@ TEST(CApiGpu, HostPointerIsRefusedWithAMessage) {
 
 cujit_kv_cache c_cache(const jit::KvCache& cache) {
   return {c_tensor(cache.k), c_tensor(cache.v), cache.block_table, cache.pages_per_seq, cache.block_table_stride,
-          cache.seq_lens, nullptr, nullptr, {0, 0}, 0};
+          cache.seq_lens, nullptr, nullptr, {0, 0}, 0, 0};
 }
 
 // A paged decode-verification batch (Sq = 2, so NULL options' causal mask
@@ -227,7 +227,7 @@ TEST(CApiGpu, KvSameBitsAsTheCppInterfaceAndANarrowTableIsRefused) {
   const jit::KvAttentionPlan plan = jit::plan_kv_attention(shape);
   plan.run(q.view, cache, out_cpp.view, {nullptr, static_cast<float*>(lse_cpp.data()), nullptr});
 
-  const cujit_kv_shape c_shape{b, hq, hkv, d, CUJIT_F16, sq, pages_per_seq * page, page, 1, 0, 0};
+  const cujit_kv_shape c_shape{b, hq, hkv, d, CUJIT_F16, sq, pages_per_seq * page, page, 1, 0, 0, 0};
   cujit_kv_plan* c_plan = nullptr;
   ASSERT_EQ(cujit_kv_plan_create(&c_shape, nullptr, nullptr, &c_plan), CUJIT_OK) << cujit_last_error();
   std::size_t workspace_bytes = 0;

@@ -51,6 +51,7 @@ struct KvCase {
   bool lse = true;
   std::optional<DType> fp8;  ///< the cache's FP8 format (e4m3, e5m2), with random descale factors
   std::optional<std::array<std::int64_t, 2>> descale_strides;  ///< as jit::KvCache takes them
+  bool descale_per_page = false;  ///< the factors per (page, KV head) of a paged pool
 };
 
 DType kv_dtype_of(const KvCase& c) { return c.fp8.value_or(c.dtype); }
@@ -80,6 +81,7 @@ std::string case_name(const KvCase& c) {
   if (!c.lse) name += "_nolse";
   if (c.fp8) name += fmt::format("_kv{}", jit::to_string(*c.fp8));
   if (c.descale_strides) name += fmt::format("_descale{}x{}", (*c.descale_strides)[0], (*c.descale_strides)[1]);
+  if (c.descale_per_page) name += "_pagescale";
   return name;
 }
 
@@ -99,6 +101,7 @@ jit::KvAttentionShape shape_of(const KvCase& c) {
   s.max_seq_k = max_seq_k_of(c);
   s.page_size = is_paged(c.cache.layout) ? c.cache.page_size : 0;
   s.per_sequence_lengths = c.seq_lens;
+  s.descale_per_page = c.descale_per_page;
   return s;
 }
 
@@ -129,25 +132,31 @@ struct KvInputs {
   jit::KvCache cache;
 };
 
-// FP8: descale factors in [0.25, 2) where the strides reach, as the kernel
-// reads them, and the reference's [B * Hkv] factors from the same entries.
+// FP8: descale factors where the strides reach, as the kernel reads them,
+// and the reference's [B * Hkv] (per page: [num_pages * Hkv]) factors from
+// the same entries. In [0.25, 2); per page in [2^-6, 4), so that a
+// sequence's pages differ by up to 2^8.
 void add_descales(const KvCase& c, TestRng& rng, KvInputs& in) {
-  const std::int64_t B = batch_of(c), H = c.cache.heads_kv;
+  const std::int64_t outer = c.descale_per_page ? in.cache.k.shape[0] : batch_of(c), H = c.cache.heads_kv;
   const std::array<std::int64_t, 2> strides = c.descale_strides.value_or(std::array<std::int64_t, 2>{H, 1});
-  const std::int64_t entries = std::max<std::int64_t>(B - 1, 0) * strides[0] + (H - 1) * strides[1] + 1;
+  const std::int64_t entries = std::max<std::int64_t>(outer - 1, 0) * strides[0] + (H - 1) * strides[1] + 1;
   auto make = [&](jit::DeviceBuffer& mem, std::vector<double>& reference) {
     std::vector<float> factors(static_cast<std::size_t>(entries));
-    for (float& f : factors) f = float(0.25 + 1.75 * rng.uniform());
+    for (float& f : factors) {
+      f = c.descale_per_page ? float(std::exp2(8 * rng.uniform() - 6)) : float(0.25 + 1.75 * rng.uniform());
+    }
     mem = upload_bytes(factors.data(), factors.size() * sizeof(float));
     reference.clear();
-    for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t b = 0; b < outer; ++b)
       for (std::int64_t h = 0; h < H; ++h) reference.push_back(factors[std::size_t(b * strides[0] + h * strides[1])]);
   };
   make(in.k_descale_mem, in.reference.k_descale);
   make(in.v_descale_mem, in.reference.v_descale);
+  in.reference.descale_per_page = c.descale_per_page;
   in.cache.k_descale = static_cast<const float*>(in.k_descale_mem.data());
   in.cache.v_descale = static_cast<const float*>(in.v_descale_mem.data());
   in.cache.descale_strides = c.descale_strides;
+  in.cache.descale_per_page = c.descale_per_page;
 }
 
 KvInputs make_kv_inputs(const KvCase& c, TestRng& rng) {
@@ -561,6 +570,55 @@ std::vector<KvCase> paired_kv_head_cases() {
 }
 INSTANTIATE_TEST_SUITE_P(PairedKvHeads, KvAttentionGpu, ::testing::ValuesIn(paired_kv_head_cases()), param_name);
 
+KvCase per_page(KvCase c) {
+  c.descale_per_page = true;
+  return c;
+}
+
+// Paged FP8 caches whose descale factors are per (page, KV head), a
+// sequence's pages up to 2^8 apart (attn_decode.cu, PAGE_DESCALE): blocks
+// of 8 rows (keys as the MMA's rows; GQA 4 and 2 x 4 speculative rows) and
+// of 16 and 64 (GQA 16, a chunked prefill), two KV heads a CTA (D = 64,
+// token-major), D = 256, e5m2, every pool layout and page sizes 1, 7, 16,
+// 64; splits merged in a cluster and by the combine pass; factors per page
+// and KV head, per page alone and one for all.
+std::vector<KvCase> page_descale_cases() {
+  std::vector<KvCase> cases;
+  cases.push_back(per_page(fp8_case(paged_case(DType::f16, 8, 2, 128, 1, KvLayout::paged_vllm, 16,
+                                               {0, 1, 15, 17, 700}, true))));
+  cases.push_back(per_page(fp8_case(paged_case(DType::bf16, 32, 2, 128, 1, KvLayout::paged_head_major, 7,
+                                               {1, 100, 333}, true))));
+  cases.push_back(per_page(fp8_case(paged_case(DType::f16, 8, 2, 128, 4, KvLayout::paged_interleaved, 64,
+                                               {4, 63, 65, 500}, false))));
+  cases.push_back(per_page(fp8_case(paged_case(DType::f16, 16, 4, 64, 1, KvLayout::paged_vllm, 16,
+                                               {0, 1, 15, 17, 300}, true))));
+  cases.push_back(per_page(fp8_case(paged_case(DType::bf16, 8, 8, 64, 2, KvLayout::paged_vllm, 1, {1, 2, 77}, true))));
+  cases.push_back(per_page(fp8_case(paged_case(DType::bf16, 16, 2, 128, 1, KvLayout::paged_interleaved, 1,
+                                               {1, 50, 129}, true),
+                                    DType::e5m2)));
+  cases.push_back(per_page(fp8_case(paged_case(DType::bf16, 8, 2, 256, 1, KvLayout::paged_vllm, 16, {1, 300, 1000},
+                                               true))));
+  cases.push_back(per_page(fp8_case(paged_case(DType::f16, 8, 2, 128, 200, KvLayout::paged_vllm, 64, {3200, 450},
+                                               true))));
+  cases.push_back(per_page(fp8_case(paged_case(DType::bf16, 32, 8, 128, 1, KvLayout::paged_vllm, 16, {33000}, true))));
+  for (int splits : {2, 5}) {
+    KvCase split = per_page(fp8_case(paged_case(DType::f16, 8, 2, 128, 1, KvLayout::paged_vllm, 16, {3000, 1, 1777},
+                                                true)));
+    split.num_splits = splits;
+    cases.push_back(split);
+  }
+  KvCase per_page_alone = per_page(fp8_case(paged_case(DType::f16, 8, 2, 128, 1, KvLayout::paged_vllm, 16,
+                                                       {5, 400}, true)));
+  per_page_alone.descale_strides = std::array<std::int64_t, 2>{1, 0};
+  cases.push_back(per_page_alone);
+  KvCase one_for_all = per_page(fp8_case(paged_case(DType::bf16, 8, 2, 128, 1, KvLayout::paged_vllm, 16, {5, 400},
+                                                    true)));
+  one_for_all.descale_strides = std::array<std::int64_t, 2>{0, 0};
+  cases.push_back(one_for_all);
+  return cases;
+}
+INSTANTIATE_TEST_SUITE_P(PageDescale, KvAttentionGpu, ::testing::ValuesIn(page_descale_cases()), param_name);
+
 // Every kept config of the decode family, each against the reference, on
 // blocks of 8 packed rows (keys as the MMA's rows: a GQA group of 4 or 8,
 // 2 x 4 speculative rows, head dim 256 over e4m3) and one of 16, over
@@ -613,7 +671,13 @@ std::vector<KvCase> every_config_cases() {
   // Two KV heads a CTA (PAIRED): 2 x 2 speculative rows, token-major.
   KvCase paired_fp8 = fp8_case(paged_case(DType::bf16, 4, 2, 64, 2, KvLayout::contiguous_bshd, 0, lengths, true));
   paired_fp8.cache.capacity = 1536;
-  return {gqa4, gqa8_fp8, speculative, fp8_d64, rows16_fp8, d256_fp8, paired_fp8};
+  // Descale factors per page, blocks of 8 rows and of 16.
+  KvCase page_descale = fp8_case(paged_case(DType::f16, 8, 2, 128, 1, KvLayout::paged_vllm, 16, lengths, true));
+  page_descale.descale_per_page = true;
+  KvCase page_descale_rows16 =
+      fp8_case(paged_case(DType::bf16, 32, 2, 128, 1, KvLayout::paged_head_major, 7, lengths, true));
+  page_descale_rows16.descale_per_page = true;
+  return {gqa4, gqa8_fp8, speculative, fp8_d64, rows16_fp8, d256_fp8, paired_fp8, page_descale, page_descale_rows16};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 

@@ -2,7 +2,8 @@
 (cujit_kv_cache.descale_strides for a cache's k_descale and v_descale,
 cujit_options.descale_strides for attention's q_descale, k_descale and
 v_descale): the factor of sequence b and KV head h is read at
-[b * strides[0] + h * strides[1]]. Also which inputs need factors at all.
+[b * strides[0] + h * strides[1]] (for a paged cache's factors per page,
+of the page at pool index b). Also which inputs need factors at all.
 Works on dtype names, shapes and strides alone (no torch), so the CPU tests
 check it.
 """
@@ -14,8 +15,11 @@ from ._structs import INVALID_ARGUMENT
 FP8 = "torch.float8_e4m3fn"  # str() of the torch dtype that takes descale factors
 
 
-def _strides_of(name, shape, strides, batch, heads_kv):
-    """The (batch, head) strides that read a tensor of `shape` and element `strides` as [B, Hkv]."""
+def _strides_of(name, shape, strides, batch, heads_kv, outer):
+    """The (batch, head) strides that read a tensor of `shape` and element `strides` as [B, Hkv].
+
+    outer: the first dimension's name in messages ("B", or "num_pages" for factors per page).
+    """
     shape, strides = tuple(shape), tuple(strides)
     if math.prod(shape) == 1:
         return 0, 0  # one factor for the whole tensor
@@ -24,19 +28,22 @@ def _strides_of(name, shape, strides, batch, heads_kv):
         return (strides[0] if batch > 1 else 0), (strides[1] if heads_kv > 1 else 0)
     if shape == (heads_kv,):
         return 0, strides[0]  # one factor per KV head, the same for every sequence
-    raise CujitError(INVALID_ARGUMENT, f"{name} has shape {list(shape)}; it must be [B, Hkv] = [{batch}, {heads_kv}] "
-                                       f"(one factor per sequence and KV head), [Hkv] = [{heads_kv}] (one per KV "
-                                       "head) or hold one element (one for the whole tensor)")
+    per = "page" if outer == "num_pages" else "sequence"
+    raise CujitError(INVALID_ARGUMENT, f"{name} has shape {list(shape)}; it must be [{outer}, Hkv] = [{batch}, "
+                                       f"{heads_kv}] (one factor per {per} and KV head), [Hkv] = [{heads_kv}] (one "
+                                       "per KV head) or hold one element (one for the whole tensor)")
 
 
-def descale_strides(batch, heads_kv, **layouts):
+def descale_strides(batch, heads_kv, outer="B", **layouts):
     """The strides the given descale tensors share, or None when none is given.
 
-    layouts: each descale argument by name (k_descale=...) with its (shape,
-    strides), or None. The C structs have one pair of strides for all of
-    them, so all must be read alike.
+    batch: the first dimension's size (sequences, or the pool's pages for a
+    cache's factors per page, outer="num_pages"). layouts: each descale
+    argument by name (k_descale=...) with its (shape, strides), or None. The
+    C structs have one pair of strides for all of them, so all must be read
+    alike.
     """
-    found = {name: _strides_of(name, *layout, batch, heads_kv) for name, layout in layouts.items()
+    found = {name: _strides_of(name, *layout, batch, heads_kv, outer) for name, layout in layouts.items()
              if layout is not None}
     if len(set(found.values())) > 1:
         described = [f"{name} {'has ' if i == 0 else ''}shape {list(layouts[name][0])} and strides "

@@ -138,8 +138,8 @@ def descale_factors(name, t, device):
     return t.data_ptr()
 
 
-def kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, out):
-    """q, the cache and out as the C structs."""
+def kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, out, descale_per_page=False):
+    """q, the cache and out as the C structs (descale_per_page: the factors are [num_pages, Hkv])."""
     device = cuda_q(q)
     q_view = bshd("q", q, device, "[B, Sq, Hq, D]")
     batch = q.shape[0]
@@ -160,7 +160,9 @@ def kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_d
         cache.k_descale = descale_factors("k_descale", k_descale, device)
     if v_descale is not None:
         cache.v_descale = descale_factors("v_descale", v_descale, device)
-    strides = _descale.descale_strides(batch, k_cache.shape[2],
+    cache.descale_per_page = int(bool(descale_per_page))
+    strides = _descale.descale_strides(k_cache.shape[0] if descale_per_page else batch, k_cache.shape[2],
+                                       "num_pages" if descale_per_page else "B",
                                        **{name: None if t is None else (t.shape, t.stride())
                                           for name, t in (("k_descale", k_descale), ("v_descale", v_descale))})
     if strides is not None:

@@ -24,7 +24,9 @@ class KvPlan:
     torch.float8_e4m3fn or torch.float8_e5m2 for an FP8 cache, whose runs
     pass k_descale and v_descale), head_major says the runs' caches are
     [B, Hkv, S, D] or [pages, Hkv, page_size, D] rather than token-major (a
-    hint for speed only: either layout runs under either value). Making it tunes on the first plan per shape class (on the
+    hint for speed only: either layout runs under either value),
+    descale_per_page that a paged FP8 cache's factors are per (page, KV
+    head), [num_pages, Hkv]. Making it tunes on the first plan per shape class (on the
     current stream), so make plans outside torch.compile'd code and outside
     a capture; run() never allocates (with out given), synchronizes or
     tunes, so it can be captured in a torch.cuda.CUDAGraph. Without a
@@ -35,7 +37,7 @@ class KvPlan:
 
     def __init__(self, *, batch, heads_q, heads_kv, head_dim, max_seq_k, seq_q=1, page_size=0,
                  dtype=torch.float16, kv_dtype=None, per_sequence_lengths=True, causal=True, scale=None, num_splits=0,
-                 head_major=False, device=None):
+                 head_major=False, descale_per_page=False, device=None):
         self._handle = None
         code = _views.dtype_code(dtype)
         # The C struct reads kv_dtype 0 (CUJIT_F16) as "dtype", so a float16 cache under a bfloat16 plan would
@@ -52,9 +54,11 @@ class KvPlan:
         self.kv_dtype = dtype if kv_dtype is None else kv_dtype
         self.page_size = int(page_size)
         self.per_sequence_lengths = bool(per_sequence_lengths)
+        self.descale_per_page = bool(descale_per_page)
         self._lib = library()
         shape = _structs.KvShape(batch, heads_q, heads_kv, head_dim, code, seq_q, max_seq_k, self.page_size,
-                                 int(self.per_sequence_lengths), kv_code, int(bool(head_major)))
+                                 int(self.per_sequence_lengths), kv_code, int(bool(head_major)),
+                                 int(self.descale_per_page))
         options = _views.kv_options(causal, scale, num_splits)
         handle = ctypes.c_void_p()
         with torch.cuda.device(self.device):
@@ -75,7 +79,8 @@ class KvPlan:
         """Enqueues the plan on the current stream; returns out, or (out, lse) with return_lse.
 
         k_descale, v_descale: an FP8 cache's descale factors, as in
-        attention_with_kvcache (None for a 16-bit cache). workspace: None
+        attention_with_kvcache (None for a 16-bit cache; [num_pages, Hkv]
+        for a plan made with descale_per_page). workspace: None
         (the plan's own), or a CUDA tensor of at least workspace_bytes bytes
         whose address is 16-byte aligned.
         """
@@ -98,7 +103,7 @@ class KvPlan:
             out = q.new_empty(q.shape)
         lse = q.new_empty(_kv_lse_shape(q), dtype=torch.float32) if return_lse else None
         call(torch.ops.cujit.kv_plan_run, _kv_plan_run_impl, self._address, q, k_cache, v_cache, out, lse,
-             cache_seqlens, block_table, k_descale, v_descale, workspace)
+             cache_seqlens, block_table, k_descale, v_descale, self.descale_per_page, workspace)
         return (out, lse) if return_lse else out
 
     def close(self):

@@ -107,10 +107,10 @@ def _varlen(fn, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max
                                *extra))
 
 
-def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descale, v_descale, causal, scale,
-             num_splits):
+def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descale, v_descale, descale_per_page,
+             causal, scale, num_splits):
     q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
-                                                  v_descale, out)
+                                                  v_descale, out, descale_per_page)
     options = _views.kv_options(causal, scale, num_splits)
     run = _views.run_options(q, lse, None)
     lib = library()
@@ -119,9 +119,10 @@ def _kvcache(q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descal
                                                ctypes.byref(options), ctypes.byref(run)))
 
 
-def _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descale, v_descale, workspace):
+def _kv_plan_run(plan, q, k_cache, v_cache, out, lse, cache_seqlens, block_table, k_descale, v_descale,
+                 descale_per_page, workspace):
     q_view, cache, out_view = _views.kv_arguments(q, k_cache, v_cache, cache_seqlens, block_table, k_descale,
-                                                  v_descale, out)
+                                                  v_descale, out, descale_per_page)
     run = _views.run_options(q, lse, None if workspace is None else workspace.data_ptr())
     lib = library()
     with torch.cuda.device(q.device):
@@ -248,11 +249,12 @@ def _(q, k, v, output, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen
 
 
 def _kvcache_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, cache_seqlens: Optional[Tensor],
-                block_table: Optional[Tensor], k_descale: Optional[Tensor], v_descale: Optional[Tensor], causal: bool,
-                scale: Optional[float], num_splits: int, return_lse: bool) -> Tuple[Tensor, Tensor]:
+                block_table: Optional[Tensor], k_descale: Optional[Tensor], v_descale: Optional[Tensor],
+                descale_per_page: bool, causal: bool, scale: Optional[float], num_splits: int,
+                return_lse: bool) -> Tuple[Tensor, Tensor]:
     out, lse = _like_q(q), _lse(q, _kv_lse_shape(q), return_lse)
-    _kvcache(q, k_cache, v_cache, out, _or_none(lse), cache_seqlens, block_table, k_descale, v_descale, causal, scale,
-             num_splits)
+    _kvcache(q, k_cache, v_cache, out, _or_none(lse), cache_seqlens, block_table, k_descale, v_descale,
+             descale_per_page, causal, scale, num_splits)
     return out, lse
 
 
@@ -260,15 +262,17 @@ _kvcache_op = torch.library.custom_op("cujit::attention_with_kvcache", _kvcache_
 
 
 @_kvcache_op.register_fake
-def _(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, causal, scale, num_splits, return_lse):
+def _(q, k_cache, v_cache, cache_seqlens, block_table, k_descale, v_descale, descale_per_page, causal, scale,
+      num_splits, return_lse):
     return _like_q(q), _lse(q, _kv_lse_shape(q), return_lse)
 
 
 def _kvcache_out_impl(q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
                     cache_seqlens: Optional[Tensor], block_table: Optional[Tensor], k_descale: Optional[Tensor],
-                    v_descale: Optional[Tensor], causal: bool, scale: Optional[float], num_splits: int) -> None:
-    _kvcache(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, causal, scale,
-             num_splits)
+                    v_descale: Optional[Tensor], descale_per_page: bool, causal: bool, scale: Optional[float],
+                    num_splits: int) -> None:
+    _kvcache(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, descale_per_page,
+             causal, scale, num_splits)
 
 
 _kvcache_out_op = torch.library.custom_op("cujit::attention_with_kvcache_out", _kvcache_out_impl,
@@ -276,7 +280,8 @@ _kvcache_out_op = torch.library.custom_op("cujit::attention_with_kvcache_out", _
 
 
 @_kvcache_out_op.register_fake
-def _(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, causal, scale, num_splits):
+def _(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, descale_per_page, causal,
+      scale, num_splits):
     return None
 
 
@@ -284,8 +289,9 @@ def _(q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v
 # scratch the run writes.
 def _kv_plan_run_impl(plan: int, q: Tensor, k_cache: Tensor, v_cache: Tensor, output: Tensor, lse: Optional[Tensor],
                     cache_seqlens: Optional[Tensor], block_table: Optional[Tensor], k_descale: Optional[Tensor],
-                    v_descale: Optional[Tensor], workspace: Optional[Tensor]) -> None:
-    _kv_plan_run(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, workspace)
+                    v_descale: Optional[Tensor], descale_per_page: bool, workspace: Optional[Tensor]) -> None:
+    _kv_plan_run(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale,
+                 descale_per_page, workspace)
 
 
 _kv_plan_run_op = torch.library.custom_op("cujit::kv_plan_run", _kv_plan_run_impl,
@@ -293,7 +299,8 @@ _kv_plan_run_op = torch.library.custom_op("cujit::kv_plan_run", _kv_plan_run_imp
 
 
 @_kv_plan_run_op.register_fake
-def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, workspace):
+def _(plan, q, k_cache, v_cache, output, lse, cache_seqlens, block_table, k_descale, v_descale, descale_per_page,
+      workspace):
     return None
 
 
@@ -389,7 +396,8 @@ def plan(q, k, v, *, causal=False, bottom_right=False, scale=None, q_descale=Non
 
 
 def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_table=None, k_descale=None,
-                           v_descale=None, causal=True, scale=None, num_splits=0, out=None, return_lse=False):
+                           v_descale=None, descale_per_page=False, causal=True, scale=None, num_splits=0, out=None,
+                           return_lse=False):
     """Attention of q's new rows over a KV cache; returns out, or (out, lse) with return_lse.
 
     q: [B, Sq, Hq, D] float16/bfloat16. k_cache, v_cache: [B, S_cap, Hkv, D],
@@ -403,7 +411,9 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     its factor. [B, Hkv] (one per
     sequence and KV head, any strides), [Hkv] (one per KV head) or one
     element (one for the cache); both of one shape and strides; None for a
-    16-bit cache. cache_seqlens: int32 [B], the keys of each sequence with its
+    16-bit cache. descale_per_page (a paged FP8 cache): the factors are per
+    page instead, [num_pages, Hkv] (the page at pool index p and KV head
+    h's), [Hkv] or one element. cache_seqlens: int32 [B], the keys of each sequence with its
     new rows already appended (None: every sequence has S_cap or
     max_pages * page_size keys). causal: query row i of a sequence with L keys
     sees keys j <= i + L - Sq (bottom-right); scale defaults to 1/sqrt(D);
@@ -414,11 +424,12 @@ def attention_with_kvcache(q, k_cache, v_cache, *, cache_seqlens=None, block_tab
     refuse_grad("attention_with_kvcache", q, k_cache, v_cache, k_descale, v_descale)
     if out is None:
         out, lse = call(torch.ops.cujit.attention_with_kvcache, _kvcache_impl, q, k_cache, v_cache, cache_seqlens,
-                        block_table, k_descale, v_descale, causal, scale, num_splits, return_lse)
+                        block_table, k_descale, v_descale, bool(descale_per_page), causal, scale, num_splits,
+                        return_lse)
     else:
         lse = q.new_empty(_kv_lse_shape(q), dtype=torch.float32) if return_lse else None
         call(torch.ops.cujit.attention_with_kvcache_out, _kvcache_out_impl, q, k_cache, v_cache, out, lse,
-             cache_seqlens, block_table, k_descale, v_descale, causal, scale, num_splits)
+             cache_seqlens, block_table, k_descale, v_descale, bool(descale_per_page), causal, scale, num_splits)
     return (out, lse) if return_lse else out
 
 

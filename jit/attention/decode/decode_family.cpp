@@ -141,6 +141,12 @@ std::optional<std::string> why_head_dim_256_is_out(const AttnSpec& s, const Deco
 
 int kv_bytes(const AttnSpec& s) { return s.fp8_kv ? 1 : 2; }
 
+int smem_bytes(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
+  return cujit::decode_smem_bytes(tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
+                                  merges_in_clusters(s, target),
+                                  cujit::decode_page_factor_heads(s.page_descale, s.paired_kv_heads));
+}
+
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
 // Workspace of a split plan: the parts' O, then their log-sum-exps.
@@ -165,6 +171,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     s.paged = problem.page_size > 0;
     s.block_m = block_m_for(decode_packed_rows(problem));
     s.paired_kv_heads = pairs_kv_heads(problem);
+    s.page_descale = problem.descale_per_page;
     return s;
   }
 
@@ -179,10 +186,14 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
           s.fp8_format = fp8.value_or(DType::e4m3);
           s.paged = paged;
           s.block_m = block_m;
-          specs.push_back(s);
-          if (s.fp8_kv && s.head_dim == 64 && block_m == 8) {
-            s.paired_kv_heads = true;
-            specs.push_back(s);
+          for (bool pairs : {false, true}) {
+            if (pairs && !(s.fp8_kv && s.head_dim == 64 && block_m == 8)) continue;
+            s.paired_kv_heads = pairs;
+            for (bool page_descale : {false, true}) {
+              if (page_descale && !(s.fp8_kv && paged)) continue;
+              s.page_descale = page_descale;
+              specs.push_back(s);
+            }
           }
         }
     return specs;
@@ -221,6 +232,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (s.paired_kv_heads && !(s.fp8_kv && s.head_dim == 64 && s.block_m == 8)) {
       return "paired KV heads: an FP8 cache at head dim 64 in blocks of 8 rows";
     }
+    if (s.page_descale && !(s.fp8_kv && s.paged)) return "descale factors per page: a paged FP8 cache";
     const int d = tile_head_dim(s);
     if (s.fp8_kv && fp8_needs_sm89(s.fp8_format) && target.cc < 89) {
       return fmt::format("an {} cache needs sm_89 or newer, not {}", kernel_dtype_name(s.fp8_format), target.arch);
@@ -239,10 +251,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (const int passes = c.bn / rows_per_pass; s.paged && passes > cujit::kMaxPagedLoadPasses) {
       return fmt::format("paged: {} load passes per block spill (at most {})", passes, cujit::kMaxPagedLoadPasses);
     }
-    if (const int smem =
-            cujit::decode_smem_bytes(d, s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
-                                     merges_in_clusters(s, target));
-        smem > target.max_smem_per_block) {
+    if (const int smem = smem_bytes(s, c, target); smem > target.max_smem_per_block) {
       return fmt::format("needs {} bytes of shared memory, {} allows {}: lower BN or STAGES", smem, target.arch,
                          target.max_smem_per_block);
     }
@@ -269,17 +278,18 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   std::string typed_variant_name(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("attn_decode_d{}_{}{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
+    return fmt::format("attn_decode_d{}_{}{}{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
                        s.fp8_kv ? fmt::format("_kv{}", kernel_dtype_name(s.fp8_format)) : "",
-                       s.paired_kv_heads ? "_kvheads2" : "",
-                       s.causal ? "_causal" : "", s.paged ? "_paged" : "", s.block_m, c.bn, c.stages, c.warps);
+                       s.paired_kv_heads ? "_kvheads2" : "", s.causal ? "_causal" : "", s.paged ? "_paged" : "",
+                       s.page_descale ? "_pagescale" : "", s.block_m, c.bn, c.stages, c.warps);
   }
 
   std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}>",
+    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}, {}>",
                        tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
                        kernel_dtype_name(s.fp8_kv ? s.fp8_format : s.dtype), s.causal ? "true" : "false",
-                       s.paged ? "true" : "false", s.paired_kv_heads ? "true" : "false");
+                       s.paged ? "true" : "false", s.paired_kv_heads ? "true" : "false",
+                       s.page_descale ? "true" : "false");
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
@@ -314,8 +324,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     const std::int64_t m_blocks = s.paired_kv_heads ? 1 : (rows + s.block_m - 1) / s.block_m;
     const std::int64_t ctas = problem.batch * ctas_kv_heads(problem) * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
-    const int smem = cujit::decode_smem_bytes(tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
-                                              merges_in_clusters(s, target));
+    const int smem = smem_bytes(s, c, target);
     std::int64_t splits = problem.num_splits;
     if (splits == 0) {
       // As many CTAs as the SMs hold at once, never more (a second, partial

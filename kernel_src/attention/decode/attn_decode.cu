@@ -36,6 +36,15 @@
 // (docs/perf-log.md, "decode v8"). Each thread reads its chunks from its own
 // head, so any strides work; head-major caches are left unpaired by the host
 // (two streams a thread measured slower).
+//
+// PAGE_DESCALE (a paged FP8 cache): the descale factors are per (page, KV
+// head) rather than per (sequence, KV head), so they change from key to key.
+// Each key's pair rides the K/V ring beside its row (the thread that loads
+// the row's first chunk of a head copies them), and the consumers scale
+// each score by its key's K factor, and each probability by its key's V
+// factor over the split's first key's (for P in T: a ratio stays near 1 where
+// f16 could not hold a small factor's products); that first factor scales the
+// output.
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/common/smem_tile.cuh"
@@ -62,7 +71,8 @@ __host__ __device__ constexpr int decode_min_ctas_per_sm(bool fp8) {
   return fp8 ? 1 : 0;
 #endif
 }
-template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED, bool PAIRED>
+template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED, bool PAIRED,
+          bool PAGE_DESCALE>
 __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>::value)) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = is_fp8<TKV>::value;
@@ -79,6 +89,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   static_assert(!PAGED || BN <= WARPS * 32, "paged: each key of a block has its own thread to look its page up");
   static_assert(!PAIRED || (kFp8 && BM == 8 && D == 128), "paired KV heads: an FP8 cache at head dim 64, 8 rows");
   constexpr int kHeadD = PAIRED ? D / 2 : D;  // one KV head's columns
+  static_assert(!PAGE_DESCALE || (kFp8 && PAGED), "descale factors per page: a paged FP8 cache");
+  constexpr int kFactorHeads = decode_page_factor_heads(PAGE_DESCALE, PAIRED);
 
   constexpr int kThreads = WARPS * 32;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -144,7 +156,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // normalizer.
   float scale_log2 = p.scale_log2;
   float v_descale = 1.f;
-  if constexpr (kFp8 && !PAIRED) {
+  if constexpr (kFp8 && !PAIRED && !PAGE_DESCALE) {
     const i64 at = batch * p.descale_stride[0] + head_kv * p.descale_stride[1];
     scale_log2 *= p.k_descale[at];
     v_descale = p.v_descale[at];
@@ -189,6 +201,11 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   const int my_src_col = PAIRED ? my_col % kHeadD : my_col;
   constexpr int kTableSlots = 2 * STAGES;
   const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
+  // PAGE_DESCALE: [STAGES][K, V][kFactorHeads][BN] factors, a key's beside its row.
+  const u32 sFactors = sTable + kTableSlots * BN * 4;
+  auto factor_slot = [&](int block, int kv, int head, int key) {
+    return sFactors + u32((((block % STAGES) * 2 + kv) * kFactorHeads + head) * BN + key) * 4;
+  };
   auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
   auto copy_table = [&](int block) {
     if constexpr (PAGED) {
@@ -227,6 +244,17 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const char* v_src = v_head + (page * p.v_stride[0] + page_row * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), k_src, valid ? 16 : 0);
         cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), v_src, valid ? 16 : 0);
+        if constexpr (PAGE_DESCALE) {
+          // The page's factors, by the thread of the row's first chunk of its
+          // KV head. The page id is clamped to the pool, so a key past the
+          // end reads some page's factors (its score is masked).
+          if (my_src_col == 0) {
+            const int head = PAIRED ? my_col / kHeadD : 0;
+            const i64 at = i64(page) * p.descale_stride[0] + i64(my_head_kv) * p.descale_stride[1];
+            cp_async_ca_4(factor_slot(block, 0, head, row), p.k_descale + at);
+            cp_async_ca_4(factor_slot(block, 1, head, row), p.v_descale + at);
+          }
+        }
       } else {
         // The contiguous expression predates the paged one and is kept as
         // it was: its machine code (measured at 0.85 of the copy rate) stays
@@ -259,6 +287,24 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   }
   cp_async_wait_group<STAGES - 1>();  // the Q group
   __syncthreads();
+
+  // PAGE_DESCALE: the V factor of the split's first key, per KV head of the
+  // tile (its page is block 0's first table entry, landed above; no key:
+  // 1). Probabilities are scaled by their key's factor over it, the output
+  // by it.
+  float v_first[kFactorHeads > 0 ? kFactorHeads : 1] = {1.f};
+  float v_first_inv[kFactorHeads > 0 ? kFactorHeads : 1] = {1.f};
+  if constexpr (PAGE_DESCALE) {
+    const int entry = int(ld_shared_b32(sTable));
+    const i64 page = max(min(entry, p.num_pages - 1), 0);
+#pragma unroll
+    for (int h = 0; h < kFactorHeads; ++h) {
+      const float f = p.v_descale[page * p.descale_stride[0] + i64(PAIRED ? 2 * head_kv + h : head_kv) * p.descale_stride[1]];
+      v_first[h] = n_blocks > 0 ? f : 1.f;
+      v_first_inv[h] = 1.f / v_first[h];
+    }
+    v_descale = v_first[0];
+  }
 
   const int warp_key0 = warp_n * KW;  // this warp's keys within a block
   // Each block: wait until it has landed, then issue the loads STAGES - 1
@@ -305,17 +351,37 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     int key_limit[2];
     float row_scale_log2[2] = {scale_log2, scale_log2};
     float row_v_descale[2] = {v_descale, v_descale};
+    int row_head[2] = {0, 0};                  // PAGE_DESCALE: the row's factors (its KV head of the tile)
+    float row_v_ratio[2] = {1.f, 1.f};         // PAGE_DESCALE: 1 / the row's v_first
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = m0 + 2 * (lane % 4) + r;
       const int pos = int(p.group_div.quotient(unsigned(Heads::row_in_head(p, row))));
       key_limit[r] = CAUSAL ? min(k_end, pos + offset + 1) : k_end;
-      if constexpr (PAIRED) {
+      if constexpr (PAGE_DESCALE) {
+        row_head[r] = Heads::half(p, row);
+        row_v_descale[r] = row_head[r] != 0 ? v_first[kFactorHeads - 1] : v_first[0];
+        row_v_ratio[r] = row_head[r] != 0 ? v_first_inv[kFactorHeads - 1] : v_first_inv[0];
+      } else if constexpr (PAIRED) {
         const i64 at = batch * p.descale_stride[0] + Heads::kv_head(p, head_kv, row) * p.descale_stride[1];
         row_scale_log2[r] = scale_log2 * p.k_descale[at];
         row_v_descale[r] = p.v_descale[at];
       }
     }
+    // PAGE_DESCALE: s[mk][2 hi + r] *= the K (kv 0) or V (kv 1) factor of
+    // key 16 mk + g + 8 hi for row r's head, times ratio[r].
+    auto scale_by_factors = [&](float (&s)[MK][4], int block, int kv, const float (&ratio)[2]) {
+#pragma unroll
+      for (int mk = 0; mk < MK; ++mk)
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const int key = warp_key0 + mk * 16 + lane / 4 + 8 * hi;
+          const float f0 = ld_shared_f32(factor_slot(block, kv, row_head[0], key));
+          const float f1 = PAIRED ? ld_shared_f32(factor_slot(block, kv, row_head[1], key)) : f0;
+          s[mk][2 * hi] *= f0 * ratio[0];
+          s[mk][2 * hi + 1] *= f1 * ratio[1];
+        }
+    };
     float o[OT][4];
     zero(o);
     KeysAsRowsSoftmax<MK, OT> softmax(row_scale_log2);
@@ -326,6 +392,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       float s[MK][4];
       zero(s);
       score_block<D, MK, T, TKV, KVTile>(s, q, k_stage, warp_key0, lane);
+      if constexpr (PAGE_DESCALE) scale_by_factors(s, block, 0, {1.f, 1.f});
       // Keys past the split's end or a row's diagonal: a select per score.
       const int key0 = k_begin + block * BN + warp_key0;
 #pragma unroll
@@ -336,6 +403,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
           s[mk][e] = key < key_limit[e % 2] ? s[mk][e] : neg_inf;
         }
       softmax.update(s, o);
+      if constexpr (PAGE_DESCALE) scale_by_factors(s, block, 1, row_v_ratio);
       pv_block<D, MK, T, TKV, KVTile>(o, s, v_stage, warp_key0, lane);
     }
     cp_async_wait_group<0>();
@@ -458,6 +526,19 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
           }
         }
       }
+      // PAGE_DESCALE: s[0][nt][2 r + e] *= key nt * 8 + 2c + e's K (kv 0) or
+      // V (kv 1) factor, times ratio.
+      auto scale_by_factors = [&](int kv, float ratio) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const float f = ld_shared_f32(factor_slot(block, kv, 0, warp_key0 + nt * 8 + 2 * (lane % 4) + e)) * ratio;
+            s[0][nt][e] *= f;
+            s[0][nt][2 + e] *= f;
+          }
+      };
+      if constexpr (PAGE_DESCALE) scale_by_factors(0, 1.f);
       // Keys past the split's end or a row's diagonal: a select per score.
       const int key0 = k_begin + block * BN + warp_key0;
       const float neg_inf = -__int_as_float(0x7f800000);
@@ -473,6 +554,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
               s[mt][nt][2 * r + e] = key < key_limit[mt][r] ? s[mt][nt][2 * r + e] : neg_inf;
             }
       softmax.update(s, o);
+      if constexpr (PAGE_DESCALE) scale_by_factors(1, v_first_inv[0]);
 
 #pragma unroll
       for (int pk = 0; pk < PT; ++pk) {

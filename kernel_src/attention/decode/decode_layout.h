@@ -9,11 +9,20 @@ namespace cujit {
 // rows eight apart fall in different banks.
 CUJIT_HOST_DEVICE constexpr int decode_merge_row_floats(int d) { return d + 4; }
 
+// KV heads of a tile whose keys carry their own descale factors (descale per
+// page): the tile's KV heads (two when paired), else none.
+CUJIT_HOST_DEVICE constexpr int decode_page_factor_heads(bool page_descale, bool paired) {
+  return page_descale ? (paired ? 2 : 1) : 0;
+}
+
 // While the keys stream: Q (BM, D) in 16-bit elements and the K and V rings
 // in kv_bytes-byte ones (2, or 1 for an FP8 cache); paged, 2 * STAGES slots
-// of BN int32 page ids after them.
-CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int stages, bool paged, int kv_bytes) {
-  return bm * d * 2 + 2 * stages * bn * d * kv_bytes + (paged ? 2 * stages * bn * 4 : 0);
+// of BN int32 page ids after them, and with factor_heads (descale per page)
+// each stage's K and V factors, float32 [2][factor_heads][BN].
+CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int stages, bool paged, int kv_bytes,
+                                                    int factor_heads) {
+  return bm * d * 2 + 2 * stages * bn * d * kv_bytes + (paged ? 2 * stages * bn * 4 : 0) +
+         stages * 2 * factor_heads * bn * 4;
 }
 
 // Paged, each load pass of a block (rows a thread loads) looks its key's page
@@ -41,10 +50,10 @@ CUJIT_HOST_DEVICE constexpr int decode_cluster_part_bytes(int d, int bm) { retur
 CUJIT_HOST_DEVICE constexpr bool decode_cluster_mergeable(int d, int bm) { return d <= 128 && bm <= 32; }
 
 // cluster_part: room for the cluster merge's part (a variant that may merge
-// in its cluster on this target).
+// in its cluster on this target); factor_heads: decode_page_factor_heads.
 CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
-                                                  int kv_bytes, bool cluster_part) {
-  const int stream = decode_stream_bytes(d, bm, bn, stages, paged, kv_bytes);
+                                                  int kv_bytes, bool cluster_part, int factor_heads) {
+  const int stream = decode_stream_bytes(d, bm, bn, stages, paged, kv_bytes, factor_heads);
   const int merge = decode_merge_bytes(d, bm, warps) + (cluster_part ? decode_cluster_part_bytes(d, bm) : 0);
   return stream > merge ? stream : merge;
 }
