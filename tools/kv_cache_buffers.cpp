@@ -111,6 +111,13 @@ PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const Decod
   p.cache.k = cache_view(p.k, s, num_pages, page_size, layout);
   p.cache.v = cache_view(p.v, s, num_pages, page_size, layout);
   set_descales(p.cache, inputs);
+  if (s.fp8_kv && layout.descale_per_page) {
+    const std::vector<float> ones(std::size_t(num_pages * s.heads_kv), 1.f);
+    p.page_descale = jit::DeviceBuffer(ones.size() * sizeof(float));
+    p.page_descale.upload(ones.data(), p.page_descale.size());
+    p.cache.k_descale = p.cache.v_descale = static_cast<const float*>(p.page_descale.data());
+    p.cache.descale_per_page = true;
+  }
   p.cache.block_table = static_cast<const std::int32_t*>(p.block_table.data());
   p.cache.pages_per_seq = pages_per_seq;
   p.cache.seq_lens = static_cast<const std::int32_t*>(inputs.seq_lens.data());
@@ -130,6 +137,7 @@ jit::KvAttentionShape kv_attention_shape(const DecodeShape& s, std::int64_t page
   shape.page_size = page_size;
   shape.per_sequence_lengths = true;
   shape.token_major = !layout.head_major;
+  shape.descale_per_page = s.fp8_kv && page_size > 0 && layout.descale_per_page;
   return shape;
 }
 

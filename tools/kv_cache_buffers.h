@@ -31,9 +31,13 @@ enum class PageOrder { shuffled, in_order };
 /// How the caches are laid out: token-major rows [.., S, Hkv, D] (the
 /// serving engines'), or head-major [.., Hkv, S, D] (each head's keys one
 /// after another: what a kernel costs with the heads' interleaving taken out).
+/// descale_per_page: an FP8 pool's descale factors per (page, KV head)
+/// (jit::KvCache::descale_per_page; contiguous caches keep theirs per
+/// sequence).
 struct CacheLayout {
   PageOrder order = PageOrder::shuffled;
   bool head_major = false;
+  bool descale_per_page = false;
 };
 
 /// K and V [B, Sk, Hkv, D] (head-major: [B, Hkv, Sk, D]), each sequence full
@@ -48,7 +52,7 @@ ContiguousCache contiguous_cache(const DecodeShape& shape, const DecodeInputs& i
 /// Hkv, page_size, D]) and a block table that places each sequence's pages
 /// in the pool as `layout.order` says.
 struct PagedCache {
-  jit::DeviceBuffer k, v, block_table;
+  jit::DeviceBuffer k, v, block_table, page_descale;
   jit::KvCache cache;
 };
 PagedCache paged_cache(const DecodeShape& shape, std::int64_t page_size, const DecodeInputs& inputs,

@@ -10,7 +10,7 @@
 //     one after another) against the contiguous time, each shape's
 //     contiguous and paged decodes timed in the same rotating rounds; with
 //     --head-major both caches keep each head's keys together ([.., Hkv, S,
-//     D]);
+//     D]); with --descale-per-page FP8 pools carry factors per page;
 //  4. a decode step (GEMM -> attention -> GEMM) in a CUDA graph with
 //     programmatic dependent launch on and off, each in a child process
 //     (CUJIT_PDL is read once per process).
@@ -448,7 +448,7 @@ int main(int argc, char** argv) {
       "cujit-serving-bench: decode attention over contiguous and paged KV caches against the copy rate of "
       "the same run, and a decode step in a CUDA graph with PDL on and off; prints every ratio with its "
       "bar (issue 19)"};
-  bool quick = false, pages_in_order = false, head_major = false;
+  bool quick = false, pages_in_order = false, head_major = false, descale_per_page = false;
   std::string csv_path = "cujit-serving.csv", only;
   int pdl = 1;
   app.add_flag("--quick", quick, "three decode shapes and one graph shape, fewer repetitions");
@@ -461,6 +461,8 @@ int main(int argc, char** argv) {
   app.add_flag("--head-major", head_major,
                "caches [B, Hkv, S, D] and pools [pages, Hkv, page size, D] (each head's keys one after another) "
                "instead of the serving engines' [.., S, Hkv, D]");
+  app.add_flag("--descale-per-page", descale_per_page,
+               "FP8 page pools with descale factors per (page, KV head) instead of per (sequence, KV head)");
   CLI::Option* pdl_option =
       app.add_option("--pdl", pdl,
                      "only the decode step in a CUDA graph, with programmatic dependent launch on (1) or off (0) "
@@ -474,7 +476,8 @@ int main(int argc, char** argv) {
     std::ofstream csv(csv_path);
     if (!csv) throw jit::Error(jit::ErrorCode::InvalidArgument, fmt::format("--csv: cannot write {}", csv_path));
     Results results(csv);
-    const CacheLayout layout{pages_in_order ? PageOrder::in_order : PageOrder::shuffled, head_major};
+    const CacheLayout layout{pages_in_order ? PageOrder::in_order : PageOrder::shuffled, head_major,
+                             descale_per_page};
     return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, layout, only);
   } catch (const std::exception& e) {
     std::cerr << tool_message(kTool, e) << "\n";

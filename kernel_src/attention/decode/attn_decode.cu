@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     for (int h = 0; h < kFactorHeads; ++h) {
       const float f = p.v_descale[page * p.descale_stride[0] + i64(PAIRED ? 2 * head_kv + h : head_kv) * p.descale_stride[1]];
       v_first[h] = n_blocks > 0 ? f : 1.f;
-      v_first_inv[h] = 1.f / v_first[h];
+      v_first_inv[h] = rcp_approx_or_zero(v_first[h]);  // no division: its slow path branches on the value
     }
     v_descale = v_first[0];
   }
