@@ -696,7 +696,7 @@ class EagerPath(unittest.TestCase):
         self.assertTrue(torch.equal(eager, through_op))
         pq, pk, pv, lens, table = paged_case()
         self.assertTrue(torch.equal(cujit.attention_with_kvcache(pq, pk, pv, cache_seqlens=lens, block_table=table),
-                                    torch.ops.cujit.attention_with_kvcache(pq, pk, pv, lens, table, None, None,
+                                    torch.ops.cujit.attention_with_kvcache(pq, pk, pv, lens, table, None, None, False,
                                                                            True, None, 0, False)[0]))
         # Fake tensors and dispatch modes take the operator.
         from torch._subclasses.fake_tensor import FakeTensorMode

@@ -46,6 +46,7 @@ const std::vector<std::function<void(AttnProblem&)>> kOneFieldEdits = {
     [](AttnProblem& p) { p.varlen = true; },
     [](AttnProblem& p) { p.total_q = 4096; },      [](AttnProblem& p) { p.total_k = 4096; },
     [](AttnProblem& p) { p.align_bottom_right = true; }, [](AttnProblem& p) { p.kv_token_major = false; },
+    [](AttnProblem& p) { p.descale_per_page = true; },
 };
 
 TEST(ShapeKey, EveryFieldOfTheProblemTellsKeysApart) {
