@@ -331,9 +331,9 @@ class Fp8Cache(unittest.TestCase):
             self.skipTest("an FP8 cache needs an sm_89 or newer GPU")
         torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
 
-    def paged(self, batch=3, hkv=2, d=128, page_size=16, lengths=(1, 100, 333)):
-        """bf16 decode q over shuffled e4m3 pages, with random factors per (sequence, KV head)."""
-        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=torch.bfloat16)
+    def paged(self, batch=3, hkv=2, d=128, page_size=16, lengths=(1, 100, 333), dtype=torch.bfloat16):
+        """Decode q (bf16 unless dtype says) over shuffled e4m3 pages, with random factors per (sequence, KV head)."""
+        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=dtype)
         max_pages = -(-max(lengths) // page_size)
         num_pages = batch * max_pages + 3
         k, v = (fp8_cache((num_pages, page_size, hkv, d)) for _ in range(2))
@@ -371,13 +371,8 @@ class Fp8Cache(unittest.TestCase):
 
     def test_paged_decode_with_factors_per_page(self):
         # Each page quantized with factors of its own ([num_pages, Hkv]); f16 q with factors spread over 100x.
-        batch, hkv, d, page_size, lengths = 3, 2, 128, 16, (1, 100, 333)
-        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=torch.float16)
-        max_pages = -(-max(lengths) // page_size)
-        num_pages = batch * max_pages + 3
-        k, v = (fp8_cache((num_pages, page_size, hkv, d)) for _ in range(2))
-        table = torch.randperm(num_pages, device="cuda")[:batch * max_pages].to(torch.int32).reshape(batch, max_pages)
-        lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+        q, k, v, lens, table, _, _ = self.paged(dtype=torch.float16)
+        (num_pages, page_size, hkv, d), (batch, max_pages) = k.shape, table.shape
         k_scale, v_scale = ((10 ** (torch.rand(num_pages, hkv, device="cuda") * 2 - 2)) for _ in range(2))
         want_k, want_v = (c.double() * f.double()[:, None, :, None] for c, f in ((k, k_scale), (v, v_scale)))
         out, lse = cujit.attention_with_kvcache(q, k, v, cache_seqlens=lens, block_table=table, k_descale=k_scale,
