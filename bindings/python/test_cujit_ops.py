@@ -331,9 +331,9 @@ class Fp8Cache(unittest.TestCase):
             self.skipTest("an FP8 cache needs an sm_89 or newer GPU")
         torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
 
-    def paged(self, batch=3, hkv=2, d=128, page_size=16, lengths=(1, 100, 333), dtype=torch.bfloat16):
+    def paged(self, batch=3, hkv=2, d=128, page_size=16, lengths=(1, 100, 333), dtype=None):
         """Decode q (bf16 unless dtype says) over shuffled e4m3 pages, with random factors per (sequence, KV head)."""
-        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=dtype)
+        q = torch.randn(batch, 1, 8, d, device="cuda", dtype=dtype or torch.bfloat16)
         max_pages = -(-max(lengths) // page_size)
         num_pages = batch * max_pages + 3
         k, v = (fp8_cache((num_pages, page_size, hkv, d)) for _ in range(2))
