@@ -22,6 +22,14 @@ jit::DeviceBuffer random_buffer(std::size_t bytes, jit::DType dtype, std::uint64
   return buffer;
 }
 
+// `count` float32 factors of 1 (timing does not depend on their values).
+jit::DeviceBuffer unit_factors(std::int64_t count) {
+  const std::vector<float> ones(static_cast<std::size_t>(count), 1.f);
+  jit::DeviceBuffer buffer(ones.size() * sizeof(float));
+  buffer.upload(ones.data(), buffer.size());
+  return buffer;
+}
+
 jit::DeviceBuffer upload_ints(const std::vector<std::int32_t>& values) {
   jit::DeviceBuffer buffer(values.size() * sizeof(std::int32_t));
   buffer.upload(values.data(), buffer.size());
@@ -64,11 +72,7 @@ DecodeInputs decode_inputs(const DecodeShape& s) {
   in.q = jit::TensorView::bhsd(in.q_buffer.data(), s.dtype, s.batch, s.heads_q, 1, s.head_dim);
   in.out = jit::TensorView::bhsd(in.out_buffer.data(), s.dtype, s.batch, s.heads_q, 1, s.head_dim);
   in.seq_lens = upload_ints(std::vector<std::int32_t>(std::size_t(s.batch), std::int32_t(s.seq_k)));
-  if (s.fp8_kv) {
-    const std::vector<float> ones(std::size_t(s.batch * s.heads_kv), 1.f);
-    in.descale = jit::DeviceBuffer(ones.size() * sizeof(float));
-    in.descale.upload(ones.data(), in.descale.size());
-  }
+  if (s.fp8_kv) in.descale = unit_factors(s.batch * s.heads_kv);
   return in;
 }
 
@@ -110,13 +114,12 @@ PagedCache paged_cache(const DecodeShape& s, std::int64_t page_size, const Decod
   p.block_table = upload_ints(table);
   p.cache.k = cache_view(p.k, s, num_pages, page_size, layout);
   p.cache.v = cache_view(p.v, s, num_pages, page_size, layout);
-  set_descales(p.cache, inputs);
   if (s.fp8_kv && layout.descale_per_page) {
-    const std::vector<float> ones(std::size_t(num_pages * s.heads_kv), 1.f);
-    p.page_descale = jit::DeviceBuffer(ones.size() * sizeof(float));
-    p.page_descale.upload(ones.data(), p.page_descale.size());
+    p.page_descale = unit_factors(num_pages * s.heads_kv);
     p.cache.k_descale = p.cache.v_descale = static_cast<const float*>(p.page_descale.data());
     p.cache.descale_per_page = true;
+  } else {
+    set_descales(p.cache, inputs);
   }
   p.cache.block_table = static_cast<const std::int32_t*>(p.block_table.data());
   p.cache.pages_per_seq = pages_per_seq;

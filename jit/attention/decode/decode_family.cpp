@@ -187,6 +187,14 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
 
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> specs;
+    // Each spec, and over a paged FP8 cache its twin with factors per page.
+    auto push = [&](AttnSpec s) {
+      specs.push_back(s);
+      if (s.fp8_kv && s.paged) {
+        s.page_descale = true;
+        specs.push_back(s);
+      }
+    };
     const std::optional<DType> caches[] = {std::nullopt, DType::e4m3, DType::e5m2};  // 16-bit, FP8 formats
     for (const std::optional<DType> fp8 : caches)
       for (bool paged : {false, true})
@@ -196,14 +204,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
           s.fp8_format = fp8.value_or(DType::e4m3);
           s.paged = paged;
           s.block_m = block_m;
-          for (bool pairs : {false, true}) {
-            if (pairs && !(s.fp8_kv && s.head_dim == 64 && block_m == 8)) continue;
-            s.paired_kv_heads = pairs;
-            for (bool page_descale : {false, true}) {
-              if (page_descale && !(s.fp8_kv && paged)) continue;
-              s.page_descale = page_descale;
-              specs.push_back(s);
-            }
+          push(s);
+          if (s.fp8_kv && s.head_dim == 64 && block_m == 8) {
+            s.paired_kv_heads = true;
+            push(s);
           }
         }
     return specs;
