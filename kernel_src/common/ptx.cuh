@@ -194,6 +194,9 @@ __device__ __forceinline__ void st_shared_v4_f32(u32 addr, float a, float b, flo
 __device__ __forceinline__ void ld_shared_v2_b32(u32& a, u32& b, u32 addr) {
   asm volatile("ld.shared.v2.b32 {%0,%1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(addr) : "memory");
 }
+__device__ __forceinline__ void ld_shared_v2_f32(float& a, float& b, u32 addr) {
+  asm volatile("ld.shared.v2.f32 {%0,%1}, [%2];\n" : "=f"(a), "=f"(b) : "r"(addr) : "memory");
+}
 __device__ __forceinline__ void st_shared_v2_f32(u32 addr, float a, float b) {
   asm volatile("st.shared.v2.f32 [%0], {%1,%2};\n" ::"r"(addr), "f"(a), "f"(b) : "memory");
 }

@@ -39,12 +39,11 @@
 //
 // PAGE_DESCALE (a paged FP8 cache): the descale factors are per (page, KV
 // head) rather than per (sequence, KV head), so they change from key to key.
-// Each key's pair rides the K/V ring beside its row (the thread that loads
-// the row's first chunk of a head copies them), and the consumers scale
-// each score by its key's K factor, and each probability by its key's V
-// factor over the split's first key's (for P in T: a ratio stays near 1 where
-// f16 could not hold a small factor's products); that first factor scales the
-// output.
+// Each key's pair rides the K/V ring beside its row (one thread a key copies
+// them once a block), and the consumers scale each score by its key's K
+// factor, and each probability by its key's V factor over the split's first
+// key's (for P in T: a ratio stays near 1 where f16 could not hold a small
+// factor's products); that first factor scales the output.
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/common/smem_tile.cuh"
@@ -201,11 +200,14 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   const int my_src_col = PAIRED ? my_col % kHeadD : my_col;
   constexpr int kTableSlots = 2 * STAGES;
   const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
-  // PAGE_DESCALE: [STAGES][K, V][kFactorHeads][BN] factors, a key's beside its row.
+  // PAGE_DESCALE: [STAGES][K, V][kFactorHeads][BN] factors, one a key. A
+  // thread's two keys of a 16-key step sit side by side, for one 8-byte load:
+  // keys g and g + 8 (keys as rows), 2c and 2c + 1 (else, as they come).
   const u32 sFactors = sTable + kTableSlots * BN * 4;
-  auto factor_slot = [&](int block, int kv, int head, int key) {
-    return sFactors + u32((((block % STAGES) * 2 + kv) * kFactorHeads + head) * BN + key) * 4;
+  auto factor_slot = [&](int block, int kv, int head, int slot) {
+    return sFactors + u32((((block % STAGES) * 2 + kv) * kFactorHeads + head) * BN + slot) * 4;
   };
+  auto factor_key_slot = [](int key) { return kKeysAsRows ? (key & ~15) | (key & 7) << 1 | (key >> 3 & 1) : key; };
   auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
   auto copy_table = [&](int block) {
     if constexpr (PAGED) {
@@ -244,17 +246,6 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const char* v_src = v_head + (page * p.v_stride[0] + page_row * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), k_src, valid ? 16 : 0);
         cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), v_src, valid ? 16 : 0);
-        if constexpr (PAGE_DESCALE) {
-          // The page's factors, by the thread of the row's first chunk of its
-          // KV head. The page id is clamped to the pool, so a key past the
-          // end reads some page's factors (its score is masked).
-          if (my_src_col == 0) {
-            const int head = PAIRED ? my_col / kHeadD : 0;
-            const i64 at = i64(page) * p.descale_stride[0] + i64(my_head_kv) * p.descale_stride[1];
-            cp_async_ca_4(factor_slot(block, 0, head, row), p.k_descale + at);
-            cp_async_ca_4(factor_slot(block, 1, head, row), p.v_descale + at);
-          }
-        }
       } else {
         // The contiguous expression predates the paged one and is kept as
         // it was: its machine code (measured at 0.85 of the copy rate) stays
@@ -264,6 +255,27 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
         cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_src : p.v, valid ? 16 : 0);
+      }
+    }
+    if constexpr (PAGE_DESCALE) {
+      // Each key's page factors, by one thread a key (BN <= threads, as for
+      // the page lookups), once a block: the threads that load a row's
+      // chunks take several rows a block each, and copying the factors in
+      // their passes cost every warp instructions on every pass. A key past
+      // the split's end takes its last key's page, so every slot holds some
+      // page's factors (such a key's score is masked, its probability 0).
+      if (tid < BN) {
+        const unsigned in_range = unsigned(min(k_begin + block * BN + tid, k_end - 1));
+        const unsigned index = p.page_div.quotient(in_range);
+        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
+        const i64 page = max(min(entry, p.num_pages - 1), 0);
+        const int slot = factor_key_slot(tid);
+#pragma unroll
+        for (int h = 0; h < kFactorHeads; ++h) {
+          const i64 at = page * p.descale_stride[0] + i64(PAIRED ? 2 * head_kv + h : head_kv) * p.descale_stride[1];
+          cp_async_ca_4(factor_slot(block, 0, h, slot), p.k_descale + at);
+          cp_async_ca_4(factor_slot(block, 1, h, slot), p.v_descale + at);
+        }
       }
     }
   };
@@ -372,15 +384,22 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     // key 16 mk + g + 8 hi for row r's head, times ratio[r].
     auto scale_by_factors = [&](float (&s)[MK][4], int block, int kv, const float (&ratio)[2]) {
 #pragma unroll
-      for (int mk = 0; mk < MK; ++mk)
+      for (int mk = 0; mk < MK; ++mk) {
+        const int slot = warp_key0 + mk * 16 + 2 * (lane / 4);  // keys g and g + 8 (factor_key_slot)
+        float f0[2], f1[2];
+        ld_shared_v2_f32(f0[0], f0[1], factor_slot(block, kv, row_head[0], slot));
+        if constexpr (PAIRED) {
+          ld_shared_v2_f32(f1[0], f1[1], factor_slot(block, kv, row_head[1], slot));
+        } else {
+          f1[0] = f0[0];
+          f1[1] = f0[1];
+        }
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
-          const int key = warp_key0 + mk * 16 + lane / 4 + 8 * hi;
-          const float f0 = ld_shared_f32(factor_slot(block, kv, row_head[0], key));
-          const float f1 = PAIRED ? ld_shared_f32(factor_slot(block, kv, row_head[1], key)) : f0;
-          s[mk][2 * hi] *= f0 * ratio[0];
-          s[mk][2 * hi + 1] *= f1 * ratio[1];
+          s[mk][2 * hi] *= f0[hi] * ratio[0];
+          s[mk][2 * hi + 1] *= f1[hi] * ratio[1];
         }
+      }
     };
     float o[OT][4];
     zero(o);
@@ -530,13 +549,15 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       // V (kv 1) factor, times ratio.
       auto scale_by_factors = [&](int kv, float ratio) {
 #pragma unroll
-        for (int nt = 0; nt < NT; ++nt)
+        for (int nt = 0; nt < NT; ++nt) {
+          float f[2];
+          ld_shared_v2_f32(f[0], f[1], factor_slot(block, kv, 0, warp_key0 + nt * 8 + 2 * (lane % 4)));
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const float f = ld_shared_f32(factor_slot(block, kv, 0, warp_key0 + nt * 8 + 2 * (lane % 4) + e)) * ratio;
-            s[0][nt][e] *= f;
-            s[0][nt][2 + e] *= f;
+            s[0][nt][e] *= f[e] * ratio;
+            s[0][nt][2 + e] *= f[e] * ratio;
           }
+        }
       };
       if constexpr (PAGE_DESCALE) scale_by_factors(0, 1.f);
       // Keys past the split's end or a row's diagonal: a select per score.
