@@ -226,6 +226,28 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
     const int first = PAGED ? first_page_index(block) : 0;
+    if constexpr (PAGE_DESCALE) {
+      // Each key's page factors, by one thread a key (BN <= threads, as for
+      // the page lookups), once a block and before its rows: the threads
+      // that load a row's chunks take several rows a block each, and copying
+      // the factors in their passes cost every warp instructions on every
+      // pass. A key past the split's end takes its last key's page, so every
+      // slot holds some page's factors (such a key's score is masked, its
+      // probability 0).
+      if (tid < BN) {
+        const unsigned in_range = unsigned(min(k_begin + block * BN + tid, k_end - 1));
+        const unsigned index = p.page_div.quotient(in_range);
+        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
+        const i64 page = max(min(entry, p.num_pages - 1), 0);
+        const int slot = factor_key_slot(tid);
+#pragma unroll
+        for (int h = 0; h < kFactorHeads; ++h) {
+          const i64 at = page * p.descale_stride[0] + i64(PAIRED ? 2 * head_kv + h : head_kv) * p.descale_stride[1];
+          cp_async_ca_4(factor_slot(block, 0, h, slot), p.k_descale + at);
+          cp_async_ca_4(factor_slot(block, 1, h, slot), p.v_descale + at);
+        }
+      }
+    }
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = my_row + pass * kRowsPerPass;
@@ -255,27 +277,6 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_src : p.k, valid ? 16 : 0);
         cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_src : p.v, valid ? 16 : 0);
-      }
-    }
-    if constexpr (PAGE_DESCALE) {
-      // Each key's page factors, by one thread a key (BN <= threads, as for
-      // the page lookups), once a block: the threads that load a row's
-      // chunks take several rows a block each, and copying the factors in
-      // their passes cost every warp instructions on every pass. A key past
-      // the split's end takes its last key's page, so every slot holds some
-      // page's factors (such a key's score is masked, its probability 0).
-      if (tid < BN) {
-        const unsigned in_range = unsigned(min(k_begin + block * BN + tid, k_end - 1));
-        const unsigned index = p.page_div.quotient(in_range);
-        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
-        const i64 page = max(min(entry, p.num_pages - 1), 0);
-        const int slot = factor_key_slot(tid);
-#pragma unroll
-        for (int h = 0; h < kFactorHeads; ++h) {
-          const i64 at = page * p.descale_stride[0] + i64(PAIRED ? 2 * head_kv + h : head_kv) * p.descale_stride[1];
-          cp_async_ca_4(factor_slot(block, 0, h, slot), p.k_descale + at);
-          cp_async_ca_4(factor_slot(block, 1, h, slot), p.v_descale + at);
-        }
       }
     }
   };
