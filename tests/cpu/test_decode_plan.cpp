@@ -44,7 +44,7 @@ AttnPlan plan_for(const AttnProblem& p, const jit::Target& t) {
   return decode.plan(p, decode.default_config(spec, t), t);
 }
 
-TEST(DecodePlan, Sm90MergesUpToEightSplitsInTheirClusterWithNoCombineOrWorkspace) {
+TEST(DecodePlan, Sm90MergesUpToTheClusterLimitOfSplitsInTheirClusterWithNoCombineOrWorkspace) {
   for (int splits = 2; splits <= cujit::kMaxDecodeClusterSplits; ++splits) {
     SCOPED_TRACE(splits);
     const AttnPlan plan = plan_for(long_decode(splits), target("sm_90a"));
@@ -260,21 +260,28 @@ TEST(DecodePlan, FactorsPerPageTakeAVariantWithTheirRoomInTheRing) {
   EXPECT_EQ(with.steps[0].geometry.smem_bytes, without.steps[0].geometry.smem_bytes + unsigned(stages * 2 * bn * 4))
       << "each stage's K and V factors, one KV head";
 
-  // The one config sm_90a's ptxas spills with factors per page (32 rows,
-  // 64-key blocks, three stages, two warps) leaves the space there, and only
-  // with them.
-  AttnProblem rows32 = p;
-  rows32.heads_q = 32;
-  rows32.heads_kv = 1;
-  rows32.dtype = jit::DType::f16;
-  rows32.descale_per_page = true;
-  const jit::Json spilling = {{"bn", 64}, {"stages", 3}, {"warps", 2}};
-  const std::optional<std::string> why = decode.why_pruned(decode.spec_for(rows32), spilling, sm90);
-  ASSERT_TRUE(why.has_value());
-  EXPECT_NE(why->find("ptxas spills"), std::string::npos) << *why;
-  rows32.descale_per_page = false;
-  const std::optional<std::string> per_sequence_why = decode.why_pruned(decode.spec_for(rows32), spilling, sm90);
-  EXPECT_FALSE(per_sequence_why.has_value()) << *per_sequence_why;
+  // The configs sm_90a's ptxas spills with factors per page (32 rows, 64-key
+  // blocks, two warps: causal at three and six stages, non-causal at three)
+  // leave the space there, and only with them.
+  struct Spilling {
+    bool causal;
+    int stages;
+  };
+  for (const Spilling spilling : {Spilling{true, 3}, Spilling{true, 6}, Spilling{false, 3}}) {
+    AttnProblem rows32 = p;
+    rows32.heads_q = 32;
+    rows32.heads_kv = 1;
+    rows32.dtype = jit::DType::f16;
+    rows32.causal = spilling.causal;
+    rows32.descale_per_page = true;
+    const jit::Json config = {{"bn", 64}, {"stages", spilling.stages}, {"warps", 2}};
+    const std::optional<std::string> why = decode.why_pruned(decode.spec_for(rows32), config, sm90);
+    ASSERT_TRUE(why.has_value()) << "causal " << spilling.causal << ", " << spilling.stages << " stages";
+    EXPECT_NE(why->find("ptxas spills"), std::string::npos) << *why;
+    rows32.descale_per_page = false;
+    const std::optional<std::string> per_sequence_why = decode.why_pruned(decode.spec_for(rows32), config, sm90);
+    EXPECT_FALSE(per_sequence_why.has_value()) << *per_sequence_why;
+  }
 
   // Only paged FP8 variants carry it.
   jit::detail::AttnSpec odd = spec.get<jit::detail::AttnSpec>();

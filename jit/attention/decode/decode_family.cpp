@@ -118,10 +118,15 @@ constexpr SpillingConfig kSm90ContiguousSpills[] = {
     {256, false, 32, 32, 6, 4},  {256, true, 32, 64, 2, 8},
 };
 
-// And the one with descale factors per page (an e4m3 pool read as f16: 56
-// bytes at 255; listed for both FP8 formats; read as bf16 it is over the
-// register estimate), from a sweep of all 4,230 such variants.
-constexpr SpillingConfig kSm90PageDescaleSpills[] = {{128, true, 32, 64, 3, 2}};
+// And those with descale factors per page, all at 32 rows, 64-key blocks and
+// two warps over an e4m3 pool read as f16 (listed for both FP8 formats; read
+// as bf16 they are over the register estimate): causal at three stages (56
+// bytes at 255 registers in the sweep of all 4,230 such variants, decode
+// v9), and since the factors are copied once a block (decode v10, the sweep
+// of the 886 sm_90a ones at head dim 128 and 256) causal at six stages (24
+// bytes) and non-causal at three (8 bytes).
+constexpr SpillingConfig kSm90PageDescaleSpills[] = {
+    {128, true, 32, 64, 3, 2}, {128, true, 32, 64, 6, 2}, {128, false, 32, 64, 3, 2}};
 
 bool spills_on_sm90(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
   if (target.cc != 90) return false;
