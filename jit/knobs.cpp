@@ -166,6 +166,7 @@ const Knobs& knobs() {
     k.autotune = parse_autotune_mode(std::getenv("CUJIT_AUTOTUNE"));
     k.disk_cache = parse_bool_knob("CUJIT_DISK_CACHE", std::getenv("CUJIT_DISK_CACHE"), true);
     k.pdl = parse_bool_knob("CUJIT_PDL", std::getenv("CUJIT_PDL"), true);
+    k.fp8_stage_v = parse_bool_knob("CUJIT_FP8_STAGE_V", std::getenv("CUJIT_FP8_STAGE_V"), true);
     k.check = parse_bool_knob("CUJIT_CHECK", std::getenv("CUJIT_CHECK"), false);
     k.cache_max_bytes = parse_cache_max_bytes(std::getenv("CUJIT_CACHE_MAX_BYTES"));
     if (const char* keys = std::getenv("CUJIT_CACHE_TRUSTED_KEYS")) k.cache_trusted_keys = cache::split_key_list(keys);

@@ -55,6 +55,9 @@ struct Knobs {
   std::int64_t tile_group_heads = 0;
   unsigned compile_threads = 1;
   bool pdl = true;
+  // CUJIT_FP8_STAGE_V: dense FP8 plans may stage V transposed in a workspace
+  // of V's size (the sm90 family's vt_staged configs) where that times faster.
+  bool fp8_stage_v = true;
   bool check = false;
 };
 

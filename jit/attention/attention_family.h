@@ -49,9 +49,9 @@ struct AttnStep {
 };
 
 // The launches that compute one problem with one config, in order, and the
-// device workspace they share (0 bytes for today's forward). Launching a plan
-// allocates nothing and synchronizes nothing, so it can be captured in a
-// CUDA graph.
+// device workspace they share (a split decode's parts, a ragged batch's
+// tiles, FP8 V staged transposed). Launching a plan allocates nothing and
+// synchronizes nothing, so it can be captured in a CUDA graph.
 struct AttnPlan {
   static constexpr int kMaxSteps = 4;
   std::array<AttnStep, kMaxSteps> steps{};

@@ -4,6 +4,7 @@
 // on the alignment. No GPU (offline targets).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <optional>
@@ -190,7 +191,7 @@ TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   const jit::Json sm90_config = sm90.default_config(spec, jit::offline_target("sm_90a"));
   EXPECT_EQ(sm90_config, (jit::Json{{"bm", 128}, {"bn", 128}, {"stages", 2}}));
   EXPECT_EQ(sm90.variant_name(spec, sm90_config), "attn_fwd_sm90_d128_bf16_causal_bm128_bn128_st2");
-  EXPECT_EQ(sm90.name_expression(spec, sm90_config), "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, false, cujit::bf16>");
+  EXPECT_EQ(sm90.name_expression(spec, sm90_config), "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, false, cujit::bf16, false>");
   const auto& portable = jit::detail::portable_attention_family();
   const jit::Json portable_config = portable.default_config(spec, jit::offline_target("sm_89"));
   EXPECT_EQ(portable_config, (jit::Json{{"bm", 128}, {"bn", 64}, {"stages", 2}, {"warps", 8}}));
@@ -202,7 +203,7 @@ TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   varlen["varlen"] = true;
   EXPECT_EQ(sm90.variant_name(varlen, sm90_config), "attn_fwd_sm90_d128_bf16_causal_varlen_bm128_bn128_st2");
   EXPECT_EQ(sm90.name_expression(varlen, sm90_config),
-            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, true, cujit::bf16>");
+            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, true, cujit::bf16, false>");
   EXPECT_EQ(portable.name_expression(varlen, portable_config),
             "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, true, cujit::bf16>");
   // FP8 inputs: their own variants, the input type last.
@@ -210,11 +211,43 @@ TEST(TypedFamilies, VariantNamesAndExpressionsAreUnchanged) {
   fp8["qkv"] = "e4m3";
   EXPECT_EQ(sm90.variant_name(fp8, sm90_config), "attn_fwd_sm90_d128_e4m3_to_bf16_causal_bm128_bn128_st2");
   EXPECT_EQ(sm90.name_expression(fp8, sm90_config),
-            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, false, cujit::e4m3>");
+            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::bf16, true, false, cujit::e4m3, false>");
   EXPECT_EQ(portable.name_expression(fp8, portable_config),
             "cujit::portable::attn_fwd_portable<128, 128, 64, 2, 8, cujit::bf16, true, false, cujit::e4m3>");
   EXPECT_EQ(sm90.config_space(spec).size(), 36u);
   EXPECT_EQ(portable.config_space(spec).size(), 24u);
+}
+
+// FP8 V staged transposed ahead of the kernel: configs of their own (the
+// field written only when set, so older records read as before), their own
+// variants, dense batches only, and the staging pass as the spec's companion.
+TEST(TypedFamilies, StagedVConfigsAreDenseFp8Only) {
+  const auto& sm90 = jit::detail::sm90_attention_family();
+  const jit::Target target = jit::offline_target("sm_90a");
+  jit::Json fp8 = {{"dtype", "bf16"}, {"d", 128}, {"causal", false}, {"qkv", "e4m3"}};
+  const jit::Json staged = {{"bm", 128}, {"bn", 224}, {"stages", 2}, {"vt_staged", true}};
+  const jit::Json in_kernel = {{"bm", 128}, {"bn", 224}, {"stages", 2}};
+  const std::vector<jit::Json> space = sm90.config_space(fp8);
+  EXPECT_NE(std::ranges::find(space, staged), space.end());
+  EXPECT_NE(std::ranges::find(space, in_kernel), space.end());
+  EXPECT_EQ(std::ranges::count_if(space, [](const jit::Json& c) { return c.value("vt_staged", false); }) * 2,
+            std::int64_t(space.size()));
+  EXPECT_EQ(sm90.variant_name(fp8, staged), "attn_fwd_sm90_d128_e4m3_to_bf16_bm128_bn224_st2_vstaged");
+  EXPECT_EQ(sm90.name_expression(fp8, staged),
+            "cujit::sm90::attn_fwd_sm90<128, 128, 224, 2, cujit::bf16, false, false, cujit::e4m3, true>");
+  EXPECT_FALSE(sm90.why_pruned(fp8, staged, target).has_value());
+  const std::vector<jit::detail::AttentionFamily::Companion> companions = sm90.companions(fp8);
+  ASSERT_EQ(companions.size(), 1u);
+  EXPECT_EQ(companions[0].family->variant_name(companions[0].spec, companions[0].config), "attn_v_stage_d128");
+
+  jit::Json ragged = fp8;
+  ragged["varlen"] = true;
+  EXPECT_TRUE(sm90.why_pruned(ragged, staged, target).has_value());
+  for (const jit::Json& c : sm90.config_space(ragged)) EXPECT_FALSE(c.value("vt_staged", false));
+  jit::Json bf16 = fp8;
+  bf16.erase("qkv");
+  EXPECT_TRUE(sm90.why_pruned(bf16, staged, target).has_value());
+  EXPECT_TRUE(sm90.companions(bf16).empty());
 }
 
 }  // namespace

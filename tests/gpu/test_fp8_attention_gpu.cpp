@@ -285,7 +285,8 @@ TEST_P(Fp8EveryConfigGpu, WithinTheEmulationsErrorOfTheReference) {
 
 // D = 256 twice: some configs there store O from registers, not through
 // shared memory (smem_layout.h), so a padded output layout and rows past
-// the last full block check that store's strides and bounds.
+// the last full block check that store's strides and bounds. Every dense
+// config also runs with V staged transposed by its own pass (vt_staged).
 std::vector<Fp8Case> every_config_cases() {
   std::vector<Fp8Case> cases = {make_case(DType::bf16, 128, 1, 2, 2, 1000, 1000, Mask::none),
                                 make_case(DType::bf16, 128, 1, 2, 2, 1000, 1000, Mask::top_left),
@@ -296,6 +297,11 @@ std::vector<Fp8Case> every_config_cases() {
   padded.attn.q_layout = Layout::bshd;
   padded.attn.out_layout = Layout::bhsd_padded;
   cases.push_back(padded);
+  // K and V token-major ([B, S, Hkv, D]): the staging pass (vt_staged
+  // configs) reads V through its strides, GQA 4 and a last block part full.
+  Fp8Case token_major = make_case(DType::bf16, 128, 2, 8, 2, 300, 1000, Mask::none);
+  token_major.attn.kv_layout = Layout::bshd;
+  cases.push_back(token_major);
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(Configs, Fp8EveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);

@@ -10,25 +10,36 @@
 #include <span>
 
 #include "jit/attention/sm90/tile_order.h"
+#include "jit/attention/sm90/v_stage.h"
 #include "jit/attention/varlen/varlen_prepare.h"
 #include "jit/driver.h"
 #include "jit/error.h"
 #include "jit/kernel_sources.h"
+#include "jit/knobs.h"
 #include "kernel_src/attention/head_dims.h"
 #include "kernel_src/attention/sm90/attn_params_sm90.h"
 #include "kernel_src/attention/sm90/smem_layout.h"
+#include "kernel_src/attention/sm90/v_stage_params.h"
 
 namespace jit::detail {
 namespace {
 
+// vt_staged (FP8, dense): V transposed by a staging pass ahead of the
+// kernel (v_stage.cu) rather than by the kernel's producer warpgroup. Written
+// to JSON only when set, so the configs that predate it keep their records.
 struct Sm90Config {
   int bm, bn, stages;
+  bool vt_staged = false;
 };
-void to_json(Json& j, const Sm90Config& c) { j = Json{{"bm", c.bm}, {"bn", c.bn}, {"stages", c.stages}}; }
+void to_json(Json& j, const Sm90Config& c) {
+  j = Json{{"bm", c.bm}, {"bn", c.bn}, {"stages", c.stages}};
+  if (c.vt_staged) j["vt_staged"] = true;
+}
 void from_json(const Json& j, Sm90Config& c) {
   j.at("bm").get_to(c.bm);
   j.at("bn").get_to(c.bn);
   j.at("stages").get_to(c.stages);
+  c.vt_staged = j.value("vt_staged", false);
 }
 
 constexpr cujit::sm90::SmemLayout layout_of(int head_dim, const Sm90Config& c) {
@@ -87,6 +98,7 @@ struct Sm90StepData {
   int block_n;
   int m_blocks;     // ceil(seq_q / BM)
   int total_tiles;  // m_blocks * heads_q * batch
+  bool vt_staged;   // V staged transposed by the plan's first step
   // By a group's tiles (group_heads * m_blocks, tile_order.h), by its pairs
   // (the last group's may be fewer), by heads_q.
   cujit::FastDivisor tile_divisor, group_divisor, last_group_divisor, head_divisor;
@@ -167,9 +179,14 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   std::vector<Sm90Config> typed_config_space(const AttnSpec& s) const override {
     std::vector<Sm90Config> space;
     if (s.fp8_qkv) {
-      for (int bm : {128, 192})
-        for (int bn : fp8_block_ns(s.head_dim))
-          for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages});
+      // Dense batches also with V staged: it costs a pass over V and its
+      // size in workspace, and spares the kernel its in-kernel transpose.
+      for (bool vt_staged : {false, true}) {
+        if (vt_staged && s.varlen) continue;
+        for (int bm : {128, 192})
+          for (int bn : fp8_block_ns(s.head_dim))
+            for (int stages : {2, 3, 4}) space.push_back(Sm90Config{bm, bn, stages, vt_staged});
+      }
       return space;
     }
     for (int bm : {128, 192})
@@ -194,6 +211,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.bm != 64 && c.bm != 128 && c.bm != 192) return fmt::format("BM {} is not 1 to 3 warpgroups of 64 rows", c.bm);
     if (c.bn % 16 != 0 || c.bn > 256) return fmt::format("BN {} is not a multiple of 16 up to 256", c.bn);
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
+    if (c.vt_staged && (!s.fp8_qkv || s.varlen)) return "V is staged transposed only for dense FP8 inputs";
+    if (c.vt_staged && !knobs().fp8_stage_v) return "CUJIT_FP8_STAGE_V=0 keeps V's transpose in the kernel";
     if (const std::span<const int> bns = fp8_block_ns(s.head_dim);
         s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64)) {
       return fmt::format("FP8 inputs take head dim 128 (BN 64 to 224) or 256 (BN 64 or 128) and two or three "
@@ -235,15 +254,16 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
 
   std::string typed_variant_name(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("attn_fwd_sm90_d{}_{}{}{}{}_bm{}_bn{}_st{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
+    return fmt::format("attn_fwd_sm90_d{}_{}{}{}{}_bm{}_bn{}_st{}{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
                        kernel_dtype_name(s.dtype), s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn,
-                       c.stages);
+                       c.stages, c.vt_staged ? "_vstaged" : "");
   }
 
   std::string typed_name_expression(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}, cujit::{}>", s.head_dim, c.bm,
-                       c.bn, c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
-                       s.varlen ? "true" : "false", s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype));
+    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}, cujit::{}, {}>", s.head_dim,
+                       c.bm, c.bn, c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
+                       s.varlen ? "true" : "false", s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype),
+                       c.vt_staged ? "true" : "false");
   }
 
   // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
@@ -256,9 +276,19 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
   // The TMA descriptors make the struct 64-byte aligned: cujit-sass needs it.
   int params_alignment(const Json&, const Json&) const override { return int(alignof(cujit::Sm90AttnParams)); }
-  std::vector<Companion> companions(const Json& spec) const override { return varlen_companions(spec); }
+  std::vector<Companion> companions(const Json& spec) const override {
+    std::vector<Companion> out = varlen_companions(spec);
+    if (const AttnSpec s = spec.get<AttnSpec>(); s.fp8_qkv && !s.varlen) {
+      out.push_back({&v_stage_family(), v_stage_spec(int(s.head_dim)), Json::object()});
+    }
+    return out;
+  }
   void bind_kernels(AttnPlan& plan, const Json& spec, const Kernel& main) const override {
     bind_varlen_kernels(plan, spec, main);
+    // A dense plan of two steps stages V first.
+    if (const AttnSpec s = spec.get<AttnSpec>(); !s.varlen && plan.step_count == 2) {
+      plan.steps[0].kernel = &get_kernel(v_stage_family(), v_stage_spec(int(s.head_dim)), Json::object());
+    }
   }
 
   bool supports(const AttnProblem& problem, const Target& target) const override {
@@ -280,6 +310,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     const std::int64_t slots = std::int64_t{target.sm_count} * cujit::sm90::ctas_per_sm(c.bm);
     AttnPlan plan;
     if (problem.varlen) add_varlen_prepare_step(plan, problem, c.bm, c.bn, varlen_attention_pdl(target));
+    if (c.vt_staged) add_v_stage_step(plan, problem, c.bn);
     AttnStep& step = plan.add_step();
     // Persistent: one CTA per SM (two with BM = 64; at most one per tile)
     // walks the tiles.
@@ -300,6 +331,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     d.group_divisor = cujit::make_fast_divisor(unsigned(group));
     d.last_group_divisor = cujit::make_fast_divisor(unsigned(last_group_heads(heads, group)));
     d.head_divisor = cujit::make_fast_divisor(unsigned(problem.heads_q));
+    d.vt_staged = c.vt_staged;
     step.data.set(d);
     return plan;
   }
@@ -315,7 +347,18 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     // empty tensor: give it Q's map, never read.
     const bool no_keys = problem.seq_k == 0;
     p.k = cached_tensor_map(no_keys ? t.q : t.k, d.block_n);
-    p.v = cached_tensor_map(no_keys ? t.q : t.v, d.block_n);
+    if (d.vt_staged && !no_keys) {
+      launch_v_stage(plan.steps[0], problem, t.v, workspace, stream);
+      // The staging as a [1, 1, rows, 128] view of bytes: boxes of (128, D).
+      const VStageGeometry g = v_stage_geometry(problem, d.block_n);
+      const TensorView staged{workspace, DType::e4m3, {1, 1, g.rows, cujit::kRowBytesStaged},
+                              {g.rows * cujit::kRowBytesStaged, g.rows * cujit::kRowBytesStaged,
+                               cujit::kRowBytesStaged, 1}};
+      p.v = cached_tensor_map(staged, int(problem.head_dim));
+      p.vt_blocks = int(g.blocks);
+    } else {
+      p.v = cached_tensor_map(no_keys ? t.q : t.v, d.block_n);
+    }
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
     if (problem.fp8_qkv) set_fp8_descales(p.attn, t);

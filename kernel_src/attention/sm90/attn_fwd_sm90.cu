@@ -35,8 +35,10 @@
 namespace cujit::sm90 {
 
 // VARLEN: a ragged batch, its tiles from the prepare step (attention/varlen/).
-// TIN: q's, k's and v's type (T, or e4m3).
-template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN, class TIN>
+// TIN: q's, k's and v's type (T, or e4m3). VT_STAGED (FP8, dense): V comes
+// transposed from the staging pass (v_stage.cu), and the producer loads it
+// into the transposed ring by TMA: the transposer's warps have no work.
+template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN, class TIN, bool VT_STAGED>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
@@ -44,7 +46,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
-  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN, TIN>;
+  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN, TIN, VT_STAGED>;
   static_assert(same_type<TIN, T>::value || (Traits::kFp8 && BM != 64 && D != 64),
                 "FP8 inputs: two or three consumer warpgroups, D of whole 128-byte chunks");
   constexpr int kConsumers = Traits::kConsumers;
@@ -79,13 +81,13 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     // The transposer's warps first: with the producer thread's branch
     // ahead of it, ptxas keeps both loops' state live at once and spills at
     // 24 registers (D = 256).
-    if constexpr (Traits::kFp8) {
+    if constexpr (Traits::kFp8 && !Traits::kVtStaged) {
       if (producer_warp > 0) {
         VTransposer<Traits>{bars, sV, sVt, producer_warp - 1, int(threadIdx.x % 32)}.run(p);
         return;
       }
     }
-    if (threadIdx.x == 0) produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
+    if (threadIdx.x == 0) produce(p, bars, sQ, sVt, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
     return;
   }
 

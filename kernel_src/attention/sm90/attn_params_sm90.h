@@ -28,6 +28,10 @@ struct Sm90AttnParams {
   // group's last_group_heads), and a (batch, head) index by heads_q.
   int group_heads;
   int pairs;  // batch * heads_q
+  // Staged FP8 V (v_stage_params.h): key blocks per (batch, KV head); `v`
+  // then maps the staging as [rows][128 bytes] (a 4-D map of extent 1 in its
+  // two outer dimensions), boxes of (128, D).
+  int vt_blocks;
   FastDivisor tile_divisor, group_divisor, last_group_divisor, head_divisor;
 };
 

@@ -8,7 +8,10 @@
 namespace cujit::sm90 {
 
 // T: the output's type; TIN: q's, k's and v's (T, or e4m3).
-template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_, class TIN_ = T_>
+// VT_STAGED_ (FP8): V comes transposed from the staging pass (v_stage.cu),
+// loaded by TMA straight into the transposed ring; no warp transposes it.
+template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_, class TIN_ = T_,
+          bool VT_STAGED_ = false>
 struct KernelTraits {
   static constexpr int D = D_, BM = BM_, BN = BN_, STAGES = STAGES_;
   static constexpr bool CAUSAL = CAUSAL_;
@@ -19,6 +22,8 @@ struct KernelTraits {
   // (v_transposer.cuh), P is rounded to e4m3 for P V, and the descale
   // factors scale S and O.
   static constexpr bool kFp8 = same_type<TIN, e4m3>::value;
+  static constexpr bool kVtStaged = VT_STAGED_;
+  static_assert(!kVtStaged || (kFp8 && !VARLEN), "staged V: FP8 inputs, dense batches");
   static constexpr int kConsumers = BM / 64;  // warpgroups of 64 query rows
   static constexpr int kNT = BN / 8;          // 8-column accumulator tiles of S: (64, BN)
   static constexpr int kDT = D / 8;           // ... of O: (64, D)

@@ -6,6 +6,7 @@
 #pragma once
 #include "attention/sm90/attn_params_sm90.h"
 #include "attention/sm90/pipeline.cuh"
+#include "attention/sm90/v_stage_params.h"
 
 namespace cujit::sm90 {
 
@@ -26,6 +27,19 @@ struct TmaKvLoader {
   }
   __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, int head_kv, int batch) const {
     load(v, sV, stage, full, first_key, head_kv, batch);
+  }
+  // Staged V (Traits::kVtStaged; `v` maps the staging as [rows][128 bytes]):
+  // key block `block` of (head_kv, batch), one (128, D) box per chunk, into
+  // stage `stage` of the transposed ring at `sVt`.
+  __device__ __forceinline__ void load_vt(u32 sVt, int stage, Mbarrier full, int block, int head_kv, int batch,
+                                          int heads_kv, int blocks) const {
+    constexpr SmemLayout L = Traits::layout();
+    constexpr int kChunks = v_stage_chunks(Traits::BN);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const long long row = v_stage_row(batch, head_kv, block, c, heads_kv, blocks, kChunks, Traits::D);
+      tma_load_4d(sVt + stage * L.vt_bytes + c * Traits::D * kRowBytes, v, full.addr, 0, int(row), 0, 0);
+    }
   }
 
  private:

@@ -27,7 +27,8 @@ struct Mbarrier {
 // TMA bytes; "empty" on one arrival per consumer warp. With FP8 inputs the
 // transposer's warps take V (releasing v_empty) and fill the transposed ring
 // (vt_full, one arrival per warp), which the consumers read and release
-// (vt_empty).
+// (vt_empty); with V staged transposed (Traits::kVtStaged) the producer
+// fills that ring by TMA as it fills K's, and the V ring goes unused.
 template <class Traits>
 struct SharedBarriers {
   u32 bars;  // the first barrier's address
@@ -83,7 +84,7 @@ struct SharedBarriers {
       v_full(s).init(1);
       if constexpr (Traits::kFp8) {
         v_empty(s).init(Traits::kTransposerWarps);
-        vt_full(s).init(Traits::kTransposerWarps);
+        vt_full(s).init(Traits::kVtStaged ? 1 : Traits::kTransposerWarps);  // staged: the producer's TMA
         vt_empty(s).init(Traits::kReleases);
       } else {
         v_empty(s).init(Traits::kReleases);
