@@ -19,7 +19,6 @@
 #include "kernel_src/attention/head_dims.h"
 #include "kernel_src/attention/sm90/attn_params_sm90.h"
 #include "kernel_src/attention/sm90/smem_layout.h"
-#include "kernel_src/attention/sm90/v_stage_params.h"
 
 namespace jit::detail {
 namespace {
@@ -348,14 +347,9 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     const bool no_keys = problem.seq_k == 0;
     p.k = cached_tensor_map(no_keys ? t.q : t.k, d.block_n);
     if (d.vt_staged && !no_keys) {
-      launch_v_stage(plan.steps[0], problem, t.v, workspace, stream);
-      // The staging as a [1, 1, rows, 128] view of bytes: boxes of (128, D).
-      const VStageGeometry g = v_stage_geometry(problem, d.block_n);
-      const TensorView staged{workspace, DType::e4m3, {1, 1, g.rows, cujit::kRowBytesStaged},
-                              {g.rows * cujit::kRowBytesStaged, g.rows * cujit::kRowBytesStaged,
-                               cujit::kRowBytesStaged, 1}};
-      p.v = cached_tensor_map(staged, int(problem.head_dim));
-      p.vt_blocks = int(g.blocks);
+      const StagedV staged = launch_v_stage(plan.steps[0], t.v, workspace, stream);
+      p.v = cached_tensor_map(staged.view, int(problem.head_dim));
+      p.vt_blocks = staged.blocks;
     } else {
       p.v = cached_tensor_map(no_keys ? t.q : t.v, d.block_n);
     }

@@ -13,21 +13,19 @@ namespace jit::detail {
 const KernelFamily& v_stage_family();
 Json v_stage_spec(int head_dim);
 
-// The staging of V for key blocks of `block_n`: blocks per (batch, KV head),
-// 128-byte rows in all, and bytes.
-struct VStageGeometry {
-  std::int64_t blocks = 0, rows = 0;
-  std::size_t bytes = 0;
-};
-VStageGeometry v_stage_geometry(const AttnProblem& problem, int block_n);
-
 // Adds the staging step (step 0 of the plan) and sizes the plan's workspace
 // for it. Throws Error(Unsupported) when the staging's rows pass TMA's
 // 32-bit coordinates or the batch the grid.
 void add_v_stage_step(AttnPlan& plan, const AttnProblem& problem, int block_n);
 
+// What the attention kernel reads: the staging as a [1, 1, rows, 128] view of
+// bytes (its TMA boxes are (128, D)), and the key blocks per (batch, KV head).
+struct StagedV {
+  TensorView view;
+  int blocks = 0;
+};
+
 // Launches `step` (made by add_v_stage_step) over `v` into `workspace`.
-void launch_v_stage(const AttnStep& step, const AttnProblem& problem, const TensorView& v, void* workspace,
-                    Stream stream);
+StagedV launch_v_stage(const AttnStep& step, const TensorView& v, void* workspace, Stream stream);
 
 }  // namespace jit::detail

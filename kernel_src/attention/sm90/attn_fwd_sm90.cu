@@ -87,7 +87,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
         return;
       }
     }
-    if (threadIdx.x == 0) produce(p, bars, sQ, sVt, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV});
+    if (threadIdx.x == 0) produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV, sVt});
     return;
   }
 

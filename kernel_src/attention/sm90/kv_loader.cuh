@@ -15,6 +15,7 @@ struct TmaKvLoader {
   const TmaDescriptor* k;
   const TmaDescriptor* v;
   u32 sK, sV;  // stage 0 of the K and V rings
+  u32 sVt;     // ... and of the transposed V ring (staged FP8 V)
 
   __device__ __forceinline__ void prefetch() const {
     prefetch_tensor_map(k);
@@ -30,11 +31,11 @@ struct TmaKvLoader {
   }
   // Staged V (Traits::kVtStaged; `v` maps the staging as [rows][128 bytes]):
   // key block `block` of (head_kv, batch), one (128, D) box per chunk, into
-  // stage `stage` of the transposed ring at `sVt`.
-  __device__ __forceinline__ void load_vt(u32 sVt, int stage, Mbarrier full, int block, int head_kv, int batch,
-                                          int heads_kv, int blocks) const {
+  // stage `stage` of the transposed ring.
+  __device__ __forceinline__ void load_vt(int stage, Mbarrier full, int block, int head_kv, int batch, int heads_kv,
+                                          int blocks) const {
     constexpr SmemLayout L = Traits::layout();
-    constexpr int kChunks = v_stage_chunks(Traits::BN);
+    constexpr int kChunks = transposed_v_chunks(Traits::BN);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const long long row = v_stage_row(batch, head_kv, block, c, heads_kv, blocks, kChunks, Traits::D);

@@ -2,7 +2,7 @@
 // into its buffer, then the tile's key blocks last to first (the masked
 // ones first) into the K/V ring, each load announced on its "full" barrier
 // once the consumers have released the buffer ("empty"). Staged FP8 V goes
-// into the transposed ring at sVt instead of the V ring.
+// into the transposed ring instead of the V ring.
 #pragma once
 #include "attention/common/key_blocks.h"
 #include "attention/sm90/pipeline.cuh"
@@ -11,7 +11,7 @@
 namespace cujit::sm90 {
 
 template <class Traits, class KvLoader>
-__device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBarriers<Traits>& bars, u32 sQ, u32 sVt,
+__device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBarriers<Traits>& bars, u32 sQ,
                                         const KvLoader& kv) {
   constexpr SmemLayout L = Traits::layout();
   constexpr int BM = Traits::BM, BN = Traits::BN;
@@ -44,7 +44,7 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
       if constexpr (Traits::kVtStaged) {
         bars.vt_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
         bars.vt_full(kv_slot.index).arrive_expect_tx(L.vt_bytes);
-        kv.load_vt(sVt, kv_slot.index, bars.vt_full(kv_slot.index), n, head_kv, t.batch, a.heads_kv, p.vt_blocks);
+        kv.load_vt(kv_slot.index, bars.vt_full(kv_slot.index), n, head_kv, t.batch, a.heads_kv, p.vt_blocks);
       } else {
         bars.v_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
         bars.v_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);

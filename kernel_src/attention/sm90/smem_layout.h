@@ -27,11 +27,11 @@ constexpr int k16BitElementBytes = 2;   // f16, bf16: what the layout assumes un
 // Elements in one chunk row: 64 of 16 bits.
 CUJIT_HOST_DEVICE constexpr int chunk_columns(int element_bytes) { return kRowBytes / element_bytes; }
 
-// One stage of the transposed V ring (8-bit V): D rows of 128 keys per chunk
-// of BN's keys.
-CUJIT_HOST_DEVICE constexpr int transposed_v_bytes(int d, int bn) {
-  return (bn + kRowBytes - 1) / kRowBytes * d * kRowBytes;
-}
+// Chunks of 128 keys (one 128-byte row of 8-bit V each) that BN keys take,
+// the last one partly used; one stage of the transposed V ring is D rows of
+// each.
+CUJIT_HOST_DEVICE constexpr int transposed_v_chunks(int bn) { return (bn + kRowBytes - 1) / kRowBytes; }
+CUJIT_HOST_DEVICE constexpr int transposed_v_bytes(int d, int bn) { return transposed_v_chunks(bn) * d * kRowBytes; }
 
 // CTAs that share one SM: two or three consumer warpgroups (BM = 128, 192)
 // hold it alone; one (BM = 64) shares it with a second CTA, so that one

@@ -6,9 +6,7 @@
 // runs once per call ahead of the attention kernel, which then reads V as it
 // reads K: by TMA, with no warp transposing it beside the MMAs (on the H200
 // that copy costs the FP8 kernel 11-25%, docs/perf-log.md fp8 v6).
-#include "attention/head_dims.h"
 #include "attention/sm90/v_stage_params.h"
-#include "common/ptx.cuh"
 
 namespace cujit::sm90 {
 
@@ -37,15 +35,15 @@ __global__ void __launch_bounds__(kVStageThreads) attn_v_stage(const __grid_cons
   }
   __syncthreads();
 
-  const int chunks = v_stage_chunks(bn);
-  unsigned char* out = p.staged + v_stage_row(batch, head_kv, block, 0, p.heads_kv, p.blocks, chunks, D) * kRowBytesStaged;
-  constexpr int kUnitsPerChunkRow = kVStageChunkKeys / 16;
+  const int chunks = transposed_v_chunks(bn);
+  unsigned char* out = p.staged + v_stage_row(batch, head_kv, block, 0, p.heads_kv, p.blocks, chunks, D) * kRowBytes;
+  constexpr int kUnitsPerChunkRow = kRowBytes / 16;  // of 16 keys
   for (int u = threadIdx.x; u < chunks * D * kUnitsPerChunkRow; u += kVStageThreads) {
     const int g = u % kUnitsPerChunkRow;  // keys 16 g .. of the chunk
     const int t = u / kUnitsPerChunkRow % D;
     const int chunk = u / (kUnitsPerChunkRow * D);
     const int column = 16 * (t / 16) + 2 * (t % 8) + (t % 16) / 8;
-    const int first = chunk * kVStageChunkKeys + 16 * g;  // of the block
+    const int first = chunk * kRowBytes + 16 * g;  // of the block
     unsigned words[4];
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
@@ -59,7 +57,7 @@ __global__ void __launch_bounds__(kVStageThreads) attn_v_stage(const __grid_cons
       }
       words[w] = word;
     }
-    *reinterpret_cast<uint4*>(out + (chunk * D + t) * kRowBytesStaged + 16 * g) =
+    *reinterpret_cast<uint4*>(out + (chunk * D + t) * kRowBytes + 16 * g) =
         make_uint4(words[0], words[1], words[2], words[3]);
   }
 }

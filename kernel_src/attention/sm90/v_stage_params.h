@@ -5,23 +5,19 @@
 // 128-key chunk and no warp touches it. Plain data: NVRTC and the host both
 // include it.
 #pragma once
-#include "common/host_device.h"
+#include "attention/sm90/smem_layout.h"
 
 namespace cujit {
 
 constexpr int kVStageThreads = 256;
-constexpr int kVStageChunkKeys = 128;  // keys per 128-byte row of a chunk
-constexpr int kRowBytesStaged = 128;   // bytes of a staged row
 // The block's rows in the pass's shared memory are D + kVStageRowPad bytes
 // apart, so that the 16 keys one thread reads (16 rows apart) spread over
 // the banks.
 constexpr int kVStageRowPad = 4;
 
-// Chunks of 128 keys a block of BN keys takes (the last one partly used).
-CUJIT_HOST_DEVICE constexpr int v_stage_chunks(int bn) { return (bn + kVStageChunkKeys - 1) / kVStageChunkKeys; }
-
 // The staged V: for each (batch, KV head, key block of BN) in that order,
-// v_stage_chunks(BN) chunks of D rows of 128 bytes. Row t of a chunk holds
+// sm90::transposed_v_chunks(BN) chunks of D rows of sm90::kRowBytes (128
+// keys), as one stage of the kernel's transposed ring. Row t of a chunk holds
 // head-dim column 16 (t / 16) + 2 (t % 8) + (t % 16) / 8; byte 16 g + i of
 // it holds key 128 c + 16 g + 2 (i / 4) + i % 2 + 8 ((i % 4) / 2) of the
 // block (the transposer's orders, v_transposer.cuh); keys past the sequence
