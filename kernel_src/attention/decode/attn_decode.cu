@@ -220,6 +220,19 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       }
     }
   };
+  // A key's pool page (clamped to the pool) and its row in the page, from
+  // block `block`'s table slot (`first`: that block's first page index). A
+  // key past the split's end takes its last key's page.
+  struct KeyPage {
+    int page;
+    unsigned row;
+  };
+  auto key_page = [&](int block, int first, int key) {
+    const unsigned in_range = unsigned(min(key, k_end - 1));
+    const unsigned index = p.page_div.quotient(in_range);
+    const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
+    return KeyPage{max(min(entry, p.num_pages - 1), 0), in_range - index * p.page_div.divisor};
+  };
   const char* k_head = static_cast<const char*>(p.k) + my_head_kv * p.k_stride[1] * KB;
   const char* v_head = static_cast<const char*>(p.v) + my_head_kv * p.v_stride[1] * KB;
   auto load_kv = [&](int block) {
@@ -235,10 +248,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       // slot holds some page's factors (such a key's score is masked, its
       // probability 0).
       if (tid < BN) {
-        const unsigned in_range = unsigned(min(k_begin + block * BN + tid, k_end - 1));
-        const unsigned index = p.page_div.quotient(in_range);
-        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
-        const i64 page = max(min(entry, p.num_pages - 1), 0);
+        const i64 page = key_page(block, first, k_begin + block * BN + tid).page;
         const int slot = factor_key_slot(tid);
 #pragma unroll
         for (int h = 0; h < kFactorHeads; ++h) {
@@ -255,15 +265,11 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       const bool valid = key < k_end;
       if constexpr (PAGED) {
         // Keys past the split's end take its last key's address (they are
-        // not loaded); page ids are clamped to the pool. Page ids and rows
-        // are 32-bit unsigned, so each product with a stride is one wide
-        // multiply-add: a paged decode computes these addresses every
-        // block, between its barrier and its math.
-        const unsigned in_range = unsigned(min(key, k_end - 1));
-        const unsigned index = p.page_div.quotient(in_range);
-        const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
-        const unsigned long long page = unsigned(max(min(entry, p.num_pages - 1), 0));
-        const unsigned long long page_row = in_range - index * p.page_div.divisor;
+        // not loaded). Page ids and rows as 32-bit unsigned, so each product
+        // with a stride is one wide multiply-add: a paged decode computes
+        // these addresses every block, between its barrier and its math.
+        const KeyPage at = key_page(block, first, key);
+        const unsigned long long page = unsigned(at.page), page_row = at.row;
         const char* k_src = k_head + (page * p.k_stride[0] + page_row * p.k_stride[2] + my_src_col) * KB;
         const char* v_src = v_head + (page * p.v_stride[0] + page_row * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), k_src, valid ? 16 : 0);
