@@ -52,6 +52,15 @@ struct KernelTraits {
   // would spill or serialize the wgmma; there the P V finishes first.
   static constexpr bool kSoftmaxUnderPV =
       D / 2 + BN / 2 + BN * kElementBytes / 8 + (kFp8 ? 28 : 40) <= consumer_registers(BM, kFp8, D);
+
+  // Where O is rescaled by a block's softmax correction: inside the next
+  // ping-pong turn, between issuing S = Q K^T and O += P V, so the multiplies
+  // run under Q K^T; or after P V lands, ahead of the turn. Inside the turn
+  // measured +1-4% with FP8 inputs at D = 128 (64 multiplies a thread); at
+  // D = 256 (128 multiplies, which hold back the other warpgroups' turns)
+  // and with 16-bit inputs, level within the runs' spread (docs/perf-log.md
+  // "fp8 v7").
+  static constexpr bool kRescaleInTurn = kFp8 && D == 128;
 };
 
 }  // namespace cujit::sm90

@@ -47,7 +47,7 @@ struct Mainloop {
     float correction[1][2];
     OperandP pa;
     bars.k_full(stage).wait(phase);
-    issue<true, false>(s, o, pa, sQ_wg, stage, stage);
+    issue<true, false>(s, o, pa, correction, sQ_wg, stage, stage);
     scores_landed<0>(s, stage, n, q_empty);
     softmax_step(s, softmax, correction, n, blocks.first_masked, keys, m_wg);  // O is still zero: no rescale
     to_operand_a(s, pa);
@@ -57,7 +57,7 @@ struct Mainloop {
       const u32 next_phase = ((kv_iter + 1) / STAGES) & 1;
       bars.k_full(next_stage).wait(next_phase);
       bars.pv_full(stage).wait(phase);
-      issue<true, true>(s, o, pa, sQ_wg, next_stage, stage);
+      issue<true, true>(s, o, pa, correction, sQ_wg, next_stage, stage);
       scores_landed<1>(s, next_stage, n, q_empty);  // P V may still run
       if constexpr (Traits::kSoftmaxUnderPV) {
         // The softmax sits in both arms of the mask's branch, so that the
@@ -81,7 +81,7 @@ struct Mainloop {
         pv_landed(o);
       }
       bars.pv_empty(stage).release_by_warp(lane);
-      Softmax::rescale(o, correction);
+      if constexpr (!Traits::kRescaleInTurn) Softmax::rescale(o, correction);
       to_operand_a(s, pa);
       ++kv_iter;
       stage = next_stage;
@@ -89,7 +89,7 @@ struct Mainloop {
     }
 
     bars.pv_full(stage).wait(phase);
-    issue<false, true>(s, o, pa, sQ_wg, stage, stage);
+    issue<false, true>(s, o, pa, correction, sQ_wg, stage, stage);
     pv_landed(o);
     bars.pv_empty(stage).release_by_warp(lane);
     ++kv_iter;
@@ -97,19 +97,27 @@ struct Mainloop {
 
  private:
   // One ping-pong turn: S = Q K^T from K stage qk_stage, O += P V from V
-  // stage pv_stage, or one of them; a commit group each.
+  // stage pv_stage, or one of them; a commit group each. Where the traits
+  // say so, O is rescaled by the last softmax's correction inside the turn,
+  // between the two issues, while Q K^T runs (see kRescaleInTurn).
   template <bool QK, bool PV>
-  __device__ __forceinline__ void issue(Scores& s, Output& o, const OperandP& pa, u32 sQ_wg, int qk_stage,
-                                        int pv_stage) const {
+  __device__ __forceinline__ void issue(Scores& s, Output& o, const OperandP& pa, const float (&correction)[1][2],
+                                        u32 sQ_wg, int qk_stage, int pv_stage) const {
+    constexpr bool kRescaleHere = PV && Traits::kRescaleInTurn;
     turn.wait();
     if constexpr (QK) fence_accumulators(s[0]);
-    if constexpr (PV) fence_accumulators(o[0]);
-    wgmma_fence();
+    if constexpr (PV && !kRescaleHere) fence_accumulators(o[0]);
+    if constexpr (QK || !kRescaleHere) wgmma_fence();
     if constexpr (QK) {
       issue_qk(s, sQ_wg, qk_stage);
       wgmma_commit_group();
     }
     if constexpr (PV) {
+      if constexpr (kRescaleHere) {
+        Softmax::rescale(o, correction);
+        fence_accumulators(o[0]);
+        wgmma_fence();
+      }
       issue_pv(o, pa, pv_stage);
       wgmma_commit_group();
     }
