@@ -236,6 +236,11 @@ TEST(TypedFamilies, StagedVConfigsAreDenseFp8Only) {
   EXPECT_EQ(sm90.name_expression(fp8, staged),
             "cujit::sm90::attn_fwd_sm90<128, 128, 224, 2, cujit::bf16, false, false, cujit::e4m3, true>");
   EXPECT_FALSE(sm90.why_pruned(fp8, staged, target).has_value());
+  const std::optional<std::string> why_bm192 =
+      sm90.why_pruned(fp8, {{"bm", 192}, {"bn", 96}, {"stages", 2}, {"vt_staged", true}}, target);
+  ASSERT_TRUE(why_bm192.has_value());
+  EXPECT_NE(why_bm192->find("BM = 128"), std::string::npos) << *why_bm192;
+  EXPECT_FALSE(sm90.why_pruned(fp8, {{"bm", 192}, {"bn", 96}, {"stages", 2}}, target).has_value());
   const std::vector<jit::detail::AttentionFamily::Companion> companions = sm90.companions(fp8);
   ASSERT_EQ(companions.size(), 1u);
   EXPECT_EQ(companions[0].family->variant_name(companions[0].spec, companions[0].config), "attn_v_stage_d128");

@@ -212,6 +212,12 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (c.vt_staged && (!s.fp8_qkv || s.varlen)) return "V is staged transposed only for dense FP8 inputs";
     if (c.vt_staged && !knobs().fp8_stage_v) return "CUJIT_FP8_STAGE_V=0 keeps V's transpose in the kernel";
+    // Three consumer warpgroups take BN 64 or 96 at D = 128, and the staging
+    // pass writes V in 128-key chunks: 2x or 1.33x the V bytes such a block
+    // reads. Never the tuner's pick (docs/perf-log.md fp8 v6, v7: the
+    // in-kernel transposer at BM = 192, or staged BM = 128); pruned so that
+    // a first call does not time six more configs.
+    if (c.vt_staged && c.bm == 192) return "V is staged transposed only for two consumer warpgroups (BM = 128)";
     if (const std::span<const int> bns = fp8_block_ns(s.head_dim);
         s.fp8_qkv && (std::ranges::find(bns, c.bn) == bns.end() || c.bm == 64)) {
       return fmt::format("FP8 inputs take head dim 128 (BN 64 to 224) or 256 (BN 64 or 128) and two or three "
