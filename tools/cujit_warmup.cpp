@@ -28,6 +28,8 @@ Each entry's keys, and their defaults:
   dtype     "fp16" (or "bf16")
   causal    false
   varlen    false (true: a ragged batch of `batch` sequences of `seq` rows)
+  qkv_dtype dtype ("fp8" or "e4m3": q, k and v in e4m3, out in dtype; sm_89 or
+            newer; not with kv_cache)
   kv_cache  false (true: attention over a KV cache, jit::plan_kv_attention;
             `seq` is max_seq_k, `heads` the query heads, causal defaults to true)
 With "kv_cache": true only (--all lists no KV-cache variants):
@@ -53,13 +55,20 @@ int main(int argc, char** argv) {
   std::string archs_text = "sm_90a,sm_89";
   std::vector<std::string> shape_texts;
   std::string manifest_path;
+  std::string qkv_dtype;
   bool all = false, json = false, no_tune = false;
   unsigned threads = jit::detail::usable_cpus();
   app.add_option("--arch", archs_text, "comma-separated targets, e.g. sm_90a,sm_89,sm_80 (H100/H200: sm_90a)")
       ->capture_default_str();
   app.add_option("--shape", shape_texts, "B,H,S,D,dtype,causal, e.g. 1,16,1024,64,fp16,0 (repeatable)");
+  app.add_option("--qkv-dtype", qkv_dtype,
+                 "fp8 (or e4m3): q, k and v of every --shape in e4m3, out in the shape's dtype (sm_89 or newer); "
+                 "default: the shape's dtype")
+      ->check(CLI::IsMember({"fp8", "e4m3"}));
   app.add_option("--manifest", manifest_path, "JSON file of shapes (see below)");
-  app.add_flag("--all", all, "compile the whole shipped config space (every head dim, dtype, causal)");
+  app.add_flag("--all", all,
+               "compile the whole shipped config space (every head dim, dtype, causal, dense and ragged; FP8 q, k "
+               "and v too where the arch has FP8 tensor cores)");
   app.add_flag("--no-tune", no_tune, "compile only, even on a GPU");
   app.add_option("--threads", threads, "parallel NVRTC compiles (at least 1)")
       ->capture_default_str()
@@ -81,7 +90,10 @@ int main(int argc, char** argv) {
                  "GPUs give --arch sm_90a\n");
     }
     std::vector<jit::AttentionShape> shapes;
-    for (const auto& text : shape_texts) shapes.push_back(jit::parse_attention_shape(text));
+    for (const auto& text : shape_texts) {
+      shapes.push_back(jit::parse_attention_shape(text));
+      shapes.back().fp8_qkv = !qkv_dtype.empty();
+    }
     if (!manifest_path.empty()) {
       const auto listed = jit::read_attention_manifest(manifest_path);
       if (listed.empty()) {

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "jit/attention/family_registry.h"
+#include "jit/attention/fp8_checks.h"
 #include "jit/attention/kv_validation.h"
 #include "jit/error.h"
 
@@ -59,18 +60,22 @@ std::vector<AttentionShape> attention_specializations(const Target& target) {
     for (int i = 0; i < r.head_dims.count; ++i) head_dims.insert(r.head_dims.values[i]);
   }
   std::vector<AttentionShape> shapes;
-  for (DType dtype : {DType::f16, DType::bf16})
-    for (int d : head_dims)
-      for (bool causal : {false, true})
-        for (bool varlen : {false, true}) {
-          const AttentionShape shape{1, 16, 1024, d, dtype, causal, varlen};
-          try {
-            attention_family_for(problem_of(shape), target);
-            shapes.push_back(shape);
-          } catch (const Error& e) {
-            if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this target
+  for (bool fp8_qkv : {false, true})
+    for (DType dtype : {DType::f16, DType::bf16})
+      for (int d : head_dims)
+        for (bool causal : {false, true})
+          for (bool varlen : {false, true}) {
+            AttentionShape shape{1, 16, 1024, d, dtype, causal, varlen};
+            shape.fp8_qkv = fp8_qkv;
+            try {
+              const AttnProblem problem = problem_of(shape);
+              check_fp8_target(problem, target);
+              attention_family_for(problem, target);
+              shapes.push_back(shape);
+            } catch (const Error& e) {
+              if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this target
+            }
           }
-        }
   return shapes;
 }
 

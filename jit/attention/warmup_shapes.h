@@ -22,9 +22,10 @@ AttnProblem problem_of(const AttentionShape& shape);
 KvAttentionShape kv_plan_shape_of(const AttentionShape& shape);
 KvAttentionOptions kv_plan_options_of(const AttentionShape& shape);
 
-// One shape (1 x 16 x 1024) per (dtype, head dim, causal, dense or ragged)
-// that a registered family serves on `target`: each head dim of any family's
-// list, both dtypes.
+// One shape (1 x 16 x 1024) per (q/k/v dtype, output dtype, head dim,
+// causal, dense or ragged) that a registered family serves on `target`: each
+// head dim of any family's list, both output dtypes, q, k and v in them or
+// in e4m3 where FP8 attention is served.
 std::vector<AttentionShape> attention_specializations(const Target& target);
 
 }  // namespace jit::detail

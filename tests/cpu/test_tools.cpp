@@ -359,9 +359,34 @@ TEST(CujitWarmupTool, HelpDocumentsTheManifest) {
   const ToolRun r = run(kWarmup, {"--help"});
   EXPECT_EQ(r.status, 0);
   for (const char* key : {"seq", "head_dim", "batch     1", "heads     16", "dtype     \"fp16\"", "causal    false",
-                          "kv_cache  false", "new_rows  1", "heads_kv  heads", "page_size 0", "kv_dtype  dtype"}) {
+                          "kv_cache  false", "new_rows  1", "heads_kv  heads", "page_size 0", "kv_dtype  dtype",
+                          "qkv_dtype dtype", "--qkv-dtype"}) {
     EXPECT_TRUE(contains(r.out, key)) << key;
   }
+}
+
+// --qkv-dtype fp8 makes every --shape FP8 attention (e4m3 q, k and v, out in
+// the shape's dtype): its variants compile offline for sm_89, and an arch
+// without FP8 tensor cores or a value other than fp8 / e4m3 is refused.
+TEST(CujitWarmupTool, QkvDtypeFp8WarmsTheFp8Variants) {
+  TempDir dir;
+  const std::map<std::string, std::string> env = {{"CUJIT_CACHE_DIR", (dir.path() / "cache").string()},
+                                                  {"CUJIT_DISK_CACHE", ""},
+                                                  {"CUJIT_CACHE_READONLY_DIRS", ""}};
+  const ToolRun warm =
+      run(kWarmup, {"--arch", "sm_89", "--shape", kShape, "--qkv-dtype", "fp8", "--no-tune", "--json"}, env);
+  ASSERT_EQ(warm.status, 0) << warm.out << warm.err;
+  EXPECT_GT(jit::Json::parse(warm.out).at("compiled").get<int>(), 0) << warm.out;
+  const ToolRun listed = run(kCache, {"--dir", (dir.path() / "cache").string(), "ls"});
+  ASSERT_EQ(listed.status, 0) << listed.err;
+  EXPECT_TRUE(contains(listed.out, "attn_fwd_portable_d64_e4m3_to_f16_")) << listed.out;
+
+  const ToolRun old_arch = run(kWarmup, {"--arch", "sm_80", "--shape", kShape, "--qkv-dtype", "e4m3"}, env);
+  EXPECT_EQ(old_arch.status, 1);
+  EXPECT_TRUE(contains(old_arch.err, "cujit-warmup: unsupported: FP8 (e4m3) attention needs sm_89")) << old_arch.err;
+  const ToolRun wrong = run(kWarmup, {"--arch", "sm_89", "--shape", kShape, "--qkv-dtype", "fp16"}, env);
+  EXPECT_NE(wrong.status, 0);
+  EXPECT_TRUE(contains(wrong.err, "--qkv-dtype")) << wrong.err;
 }
 
 // --- cujit-demo ------------------------------------------------------------------

@@ -415,31 +415,38 @@ TEST(ReadAttentionManifest, EndlessFileIsRefusedAtTheCap) {
 
 // --- all_attention_specializations ----------------------------------------------------
 
-// The head dims each arch's families serve, with both dtypes and causal or not.
-void expect_specializations(const std::string& arch, const std::set<std::int64_t>& head_dims) {
+// The head dims each arch's families serve, with both dtypes and causal or
+// not, dense and ragged; with q, k and v in e4m3 at fp8_head_dims (none
+// before sm_89), and nothing else.
+void expect_specializations(const std::string& arch, const std::set<std::int64_t>& head_dims,
+                            const std::set<std::int64_t>& fp8_head_dims) {
   SCOPED_TRACE(arch);
-  std::set<std::tuple<DType, std::int64_t, bool, bool>> seen;
+  std::set<std::tuple<bool, DType, std::int64_t, bool, bool>> seen;
   for (const AttentionShape& s : jit::all_attention_specializations(arch)) {
     EXPECT_GT(s.batch, 0);
     EXPECT_GT(s.heads, 0);
     EXPECT_GT(s.seq, 0);
-    EXPECT_TRUE(head_dims.count(s.head_dim)) << "head dim " << s.head_dim << " is not served on " << arch;
-    seen.insert({s.dtype, s.head_dim, s.causal, s.varlen});
+    EXPECT_FALSE(s.kv_cache);
+    EXPECT_TRUE((s.fp8_qkv ? fp8_head_dims : head_dims).count(s.head_dim))
+        << (s.fp8_qkv ? "FP8 " : "") << "head dim " << s.head_dim << " is not served on " << arch;
+    EXPECT_TRUE(seen.insert({s.fp8_qkv, s.dtype, s.head_dim, s.causal, s.varlen}).second) << "listed twice";
   }
-  for (DType dtype : {DType::f16, DType::bf16})
-    for (std::int64_t d : head_dims)
-      for (bool causal : {false, true})
-        for (bool varlen : {false, true}) {
-          EXPECT_TRUE(seen.count({dtype, d, causal, varlen}))
-              << jit::to_string(dtype) << " d" << d << (causal ? " causal" : "") << (varlen ? " ragged" : "");
-        }
+  for (bool fp8 : {false, true})
+    for (DType dtype : {DType::f16, DType::bf16})
+      for (std::int64_t d : fp8 ? fp8_head_dims : head_dims)
+        for (bool causal : {false, true})
+          for (bool varlen : {false, true}) {
+            EXPECT_TRUE(seen.count({fp8, dtype, d, causal, varlen}))
+                << (fp8 ? "e4m3 to " : "") << jit::to_string(dtype) << " d" << d << (causal ? " causal" : "")
+                << (varlen ? " ragged" : "");
+          }
 }
 
 TEST(AllAttentionSpecializations, CoversWhatEachArchServes) {
   if (std::getenv("CUJIT_FAMILY") != nullptr) GTEST_SKIP() << "CUJIT_FAMILY is set";
-  expect_specializations("sm_90a", {64, 128, 256});
-  expect_specializations("sm_89", {64, 128});
-  expect_specializations("sm_80", {64, 128});
+  expect_specializations("sm_90a", {64, 128, 256}, {64, 128, 256});
+  expect_specializations("sm_89", {64, 128}, {64, 128});
+  expect_specializations("sm_80", {64, 128}, {});
 }
 
 // --- warm_up_attention (NVRTC, no GPU) -------------------------------------------------
