@@ -76,8 +76,8 @@ std::vector<AttentionShape> read_attention_manifest(const std::string& path);
 /// Every shape the shipped attention families specialize on for `arch` (each
 /// head dim a family serves there, both dtypes, causal or not, dense and
 /// ragged, with q, k and v in the output's dtype or, where FP8 attention is
-/// served (sm_89 or newer), in e4m3), for --all. KV-cache shapes are not listed: the decode family's
-/// full set over caches is thousands of variants.
+/// served (sm_89 or newer), in e4m3), for --all. KV-cache shapes are not
+/// listed: the decode family's full set over caches is thousands of variants.
 std::vector<AttentionShape> all_attention_specializations(const std::string& arch);
 
 struct WarmupSummary {

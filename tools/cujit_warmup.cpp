@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
       }
       shapes.insert(shapes.end(), listed.begin(), listed.end());
     }
+    if (!qkv_dtype.empty() && shape_texts.empty()) {
+      std::cerr << "cujit-warmup: --qkv-dtype applies to --shape, and none is given; a manifest entry takes "
+                   "\"qkv_dtype\": \"fp8\", and --all lists FP8 shapes already\n";
+      return 2;
+    }
     if (shapes.empty() && !all) {
       std::cerr << "cujit-warmup: nothing to do: give --shape, --manifest or --all\n";
       return 2;

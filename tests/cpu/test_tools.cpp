@@ -387,6 +387,9 @@ TEST(CujitWarmupTool, QkvDtypeFp8WarmsTheFp8Variants) {
   const ToolRun wrong = run(kWarmup, {"--arch", "sm_89", "--shape", kShape, "--qkv-dtype", "fp16"}, env);
   EXPECT_NE(wrong.status, 0);
   EXPECT_TRUE(contains(wrong.err, "--qkv-dtype")) << wrong.err;
+  const ToolRun no_shape = run(kWarmup, {"--arch", "sm_89", "--all", "--qkv-dtype", "fp8"}, env);
+  EXPECT_EQ(no_shape.status, 2);
+  EXPECT_TRUE(contains(no_shape.err, "--qkv-dtype applies to --shape")) << no_shape.err;
 }
 
 // --- cujit-demo ------------------------------------------------------------------
