@@ -3,7 +3,6 @@
 #include <set>
 
 #include "jit/attention/family_registry.h"
-#include "jit/attention/fp8_checks.h"
 #include "jit/attention/kv_validation.h"
 #include "jit/error.h"
 
@@ -68,9 +67,7 @@ std::vector<AttentionShape> attention_specializations(const Target& target) {
             AttentionShape shape{1, 16, 1024, d, dtype, causal, varlen};
             shape.fp8_qkv = fp8_qkv;
             try {
-              const AttnProblem problem = problem_of(shape);
-              check_fp8_target(problem, target);
-              attention_family_for(problem, target);
+              attention_family_for(problem_of(shape), target);
               shapes.push_back(shape);
             } catch (const Error& e) {
               if (e.code() != ErrorCode::Unsupported) throw;  // no family serves it on this target
