@@ -11,7 +11,7 @@
 // directory, with CUJIT_AUTOTUNE=full (the call compiles and tunes) and
 // =background (the call runs on the default config while tuning runs
 // behind it), each in a fresh process, and the time until the tuned config
-// serves.
+// serves (with --dtype, of that dtype's shapes).
 // --dtype fp8 runs the shapes with q, k, v in e4m3 (one descale factor of 1
 // per tensor, bf16 out) and prints each next to the 16-bit kernel at the same
 // shape.
@@ -81,6 +81,12 @@ BenchTensors bench_tensors(const jit::AttentionShape& s, bool fp8 = false) {
   t.out = jit::TensorView::bhsd(t.out_buffer.data(), s.dtype, s.batch, s.heads, s.seq, s.head_dim);
   if (fp8) t.fp8.emplace();
   return t;
+}
+
+// --dtype: "as-shape" keeps each shape's dtype, "f16" / "bf16" replace it,
+// "fp8" keeps it for the output and makes q, k, v e4m3.
+void apply_dtype_choice(jit::AttentionShape& s, const std::string& choice) {
+  if (choice == "f16" || choice == "bf16") s.dtype = choice == "f16" ? jit::DType::f16 : jit::DType::bf16;
 }
 
 struct Measured {
@@ -312,12 +318,14 @@ double ms_since(std::chrono::steady_clock::time_point start) {
 }
 
 // In the child: one shape, this process's CUJIT_AUTOTUNE. Prints one row.
-int run_first_call_child(const std::string& shape_text) {
-  const jit::AttentionShape s = jit::parse_attention_shape(shape_text);
-  const BenchTensors tensors = bench_tensors(s);
+int run_first_call_child(const std::string& shape_text, const std::string& dtype_choice) {
+  jit::AttentionShape s = jit::parse_attention_shape(shape_text);
+  apply_dtype_choice(s, dtype_choice);
+  const BenchTensors tensors = bench_tensors(s, dtype_choice == "fp8");
   const jit::TensorView &q = tensors.q.view, &k = tensors.k.view, &v = tensors.v.view, &out = tensors.out;
   jit::AttentionOptions options;
   options.causal = s.causal;
+  if (tensors.fp8) options.descale = tensors.fp8->descales;
   jit::current_target();  // the context exists before the clock starts: a user's would
   const auto start = std::chrono::steady_clock::now();
   jit::attention(q, k, v, out, options);
@@ -332,16 +340,17 @@ int run_first_call_child(const std::string& shape_text) {
   const double tuned_ms = ms_since(start);
   const std::string tuned_variant = jit::plan_attention(q, k, v, out, options).variant;
   const char* mode = std::getenv("CUJIT_AUTOTUNE");
-  fmt::print("{:10} {:24} | {:13.0f} {:15} | {:16.0f} | {} -> {}\n", mode ? mode : "full", shape_text, first_ms,
+  const std::string label = dtype_choice == "as-shape" ? shape_text : shape_text + " " + dtype_choice;
+  fmt::print("{:10} {:28} | {:13.0f} {:15} | {:16.0f} | {} -> {}\n", mode ? mode : "full", label, first_ms,
              first_compiles, tuned_ms, first_variant, tuned_variant);
   std::fflush(stdout);
   return 0;
 }
 
 // In the parent: each shape in each mode, a fresh process and cache directory.
-int run_first_call(const std::vector<std::string>& shape_texts, const char* self) {
+int run_first_call(const std::vector<std::string>& shape_texts, const std::string& dtype_choice, const char* self) {
   const std::vector<std::string> shapes = shape_texts.empty() ? std::vector<std::string>{"1,16,1024,64,f16,0"} : shape_texts;
-  fmt::print("{:10} {:24} | {:>13} {:>15} | {:>16} | {}\n", "mode", "shape", "first call ms", "compiles by then",
+  fmt::print("{:10} {:28} | {:>13} {:>15} | {:>16} | {}\n", "mode", "shape", "first call ms", "compiles by then",
              "tuned serves ms", "variant first -> tuned");
   std::fflush(stdout);
   int failures = 0;
@@ -358,8 +367,8 @@ int run_first_call(const std::vector<std::string>& shape_texts, const char* self
       std::vector<char*> envp;
       for (std::string& text : env_text) envp.push_back(text.data());
       envp.push_back(nullptr);
-      std::string arg0 = self, flag = "--first-call-child", arg = shape;
-      char* argv[] = {arg0.data(), flag.data(), arg.data(), nullptr};
+      std::string arg0 = self, flag = "--first-call-child", arg = shape, dtype_flag = "--dtype", dtype = dtype_choice;
+      char* argv[] = {arg0.data(), flag.data(), arg.data(), dtype_flag.data(), dtype.data(), nullptr};
       pid_t pid = 0;
       int status = 1;
       if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0 ||
@@ -399,7 +408,8 @@ int main(int argc, char** argv) {
                "instead of the grid: every config of the small shapes, scrubbed and warm (CSV: --latency-csv)");
   std::string dtype_choice = "as-shape";
   app.add_option("--dtype", dtype_choice,
-                 "the grid's dtype: f16, bf16, or fp8 (e4m3 q/k/v, bf16 out, timed next to bf16 at each shape)")
+                 "the shapes' dtype (the grid's, --shape's, --first-call's): f16, bf16, or fp8 (e4m3 q/k/v, the "
+                 "shape's dtype out; the grid times each next to its 16-bit kernel)")
       ->check(CLI::IsMember({"as-shape", "f16", "bf16", "fp8"}));
   bool first_call = false;
   app.add_flag("--first-call", first_call,
@@ -417,15 +427,13 @@ int main(int argc, char** argv) {
     if (host_overhead) return run_host_overhead(host_overhead_csv);
     if (latency) return run_latency(latency_csv);
     if (latency_configs) return run_latency_configs(latency_csv);
-    if (!first_call_child.empty()) return run_first_call_child(first_call_child);
-    if (first_call) return run_first_call(shape_texts, argv[0]);
+    if (!first_call_child.empty()) return run_first_call_child(first_call_child, dtype_choice);
+    if (first_call) return run_first_call(shape_texts, dtype_choice, argv[0]);
     std::vector<BenchShape> shapes;
     for (const auto& text : shape_texts) shapes.push_back({"custom", jit::parse_attention_shape(text)});
     if (shapes.empty()) shapes = grid(quick);
     const bool fp8 = dtype_choice == "fp8";
-    if (dtype_choice != "as-shape") {
-      for (BenchShape& s : shapes) s.shape.dtype = dtype_choice == "f16" ? jit::DType::f16 : jit::DType::bf16;
-    }
+    for (BenchShape& s : shapes) apply_dtype_choice(s.shape, dtype_choice);
     const jit::Target target = jit::current_target();
     fmt::print("device: {} ({}), cache: {}\n", target.device_name, target.arch, jit::cache_directory());
     fmt::print("{:10} {:>3} {:>3} {:>6} {:>4} {:>2} {:>5} | {:>10} {:>7} {:>10} | {}{}\n", "tag", "B", "H", "S", "D", "c",
