@@ -74,18 +74,22 @@ __device__ __forceinline__ void load_q_columns(u32 (&q)[D / 16][2], u32 sQ, int 
   }
 }
 
-// s[mk] += K (keys key0 + 16 mk ..) Q^T over all of D. The head-dim steps
-// alternate between s[mk] and a second accumulator added in at the end: two
-// chains of D / 32 dependent mma.sync instead of one of D / 16, which is what
-// a warp with one 16-key step a block waits on before its softmax (FP8 caches
-// at D = 64 decoded 3% faster, docs/perf-log.md "decode v11").
+// s[mk] += K (keys key0 + 16 mk ..) Q^T over all of D. A warp with one
+// 16-key step a block (MK = 1) alternates the head-dim steps between s[0] and
+// a second accumulator added in at the end: two chains of D / 32 dependent
+// mma.sync instead of one of D / 16, which its softmax waits on (FP8 caches
+// at D = 64 decoded 3% faster, docs/perf-log.md "decode v11"). With more
+// steps the steps' chains are independent already, and a second accumulator
+// each made ptxas spill at head dim 256 on sm_80.
 template <int D, int MK, class T, class TKV, class KVTile>
 __device__ __forceinline__ void score_block(float (&s)[MK][4], const u32 (&q)[D / 16][2], u32 k_stage, int key0,
                                             int lane) {
+  constexpr bool kTwoChains = MK == 1;
   const int mi = lane / 8;
 #pragma unroll
   for (int mk = 0; mk < MK; ++mk) {
     float odd[4] = {0.f, 0.f, 0.f, 0.f};
+    float(&second)[4] = kTwoChains ? odd : s[mk];
     const int key = key0 + mk * 16 + (mi % 2) * 8 + lane % 8;
     if constexpr (is_fp8<TKV>::value) {
       // Per ldmatrix: keys 0-7 and 8-15 of two 16-byte chunks (two steps).
@@ -98,18 +102,20 @@ __device__ __forceinline__ void score_block(float (&s)[MK][4], const u32 (&q)[D 
         cvt_fp8x4<TKV, T>(b[2], a2[0], a2[2]);
         cvt_fp8x4<TKV, T>(b[3], a2[1], a2[3]);
         mma_m16n8k16<T>(s[mk], a, q[2 * kt2][0], q[2 * kt2][1]);
-        mma_m16n8k16<T>(odd, a2, q[2 * kt2 + 1][0], q[2 * kt2 + 1][1]);
+        mma_m16n8k16<T>(second, a2, q[2 * kt2 + 1][0], q[2 * kt2 + 1][1]);
       }
     } else {
 #pragma unroll
       for (int kt = 0; kt < D / 16; ++kt) {
         u32 a[4];
         ldmatrix_x4(a, k_stage + KVTile::offset(key0 + mk * 16 + (mi % 2) * 8 + lane % 8, kt * 16 + (mi / 2) * 8));
-        mma_m16n8k16<T>(kt % 2 == 0 ? s[mk] : odd, a, q[kt][0], q[kt][1]);
+        mma_m16n8k16<T>(kt % 2 == 0 ? s[mk] : second, a, q[kt][0], q[kt][1]);
       }
     }
+    if constexpr (kTwoChains) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[mk][e] += odd[e];
+      for (int e = 0; e < 4; ++e) s[mk][e] += odd[e];
+    }
   }
 }
 
