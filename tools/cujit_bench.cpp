@@ -13,8 +13,8 @@
 // behind it), each in a fresh process, and the time until the tuned config
 // serves (with --dtype, of that dtype's shapes).
 // --dtype fp8 runs the shapes with q, k, v in e4m3 (one descale factor of 1
-// per tensor, bf16 out) and prints each next to the 16-bit kernel at the same
-// shape.
+// per tensor, the shape's dtype out) and prints each next to the 16-bit
+// kernel at the same shape.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spawn.h>
