@@ -1,7 +1,8 @@
 // Thread-block cluster PTX wrappers (sm_90 and later): the CTA's rank in its
-// cluster, the cluster-wide barrier, and loads from another CTA's shared
-// memory (distributed shared memory). Shared addresses are 32-bit: a CTA's own
-// address, mapped to the same offset in rank r's shared memory by mapa.
+// cluster, the cluster-wide barrier (whole, or its arrive and wait apart),
+// and stores to another CTA's shared memory (distributed shared memory).
+// Shared addresses are 32-bit: a CTA's own address, mapped to the same
+// offset in rank r's shared memory by mapa.
 #pragma once
 #include "common/types.cuh"
 
@@ -18,20 +19,25 @@ __device__ __forceinline__ u32 cluster_ctarank() {
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
+// The barrier in two halves, so that work goes between them: a thread's
+// writes before its arrive are visible to reads after any thread's wait
+// (each thread alternates the two).
+__device__ __forceinline__ void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ u32 mapa_shared_cluster(u32 addr, u32 rank) {
   u32 mapped;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(mapped) : "r"(addr), "r"(rank));
   return mapped;
 }
-__device__ __forceinline__ float ld_shared_cluster_f32(u32 addr) {
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
-  return v;
+__device__ __forceinline__ void st_shared_cluster_f32(u32 addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
-__device__ __forceinline__ void ld_shared_cluster_v4_f32(float (&v)[4], u32 addr) {
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
-               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
-               : "r"(addr)
+__device__ __forceinline__ void st_shared_cluster_v4_f32(u32 addr, float a, float b, float c, float d) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
                : "memory");
 }
 #endif

@@ -360,6 +360,14 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     sum_all = sum;
   };
 
+  // sm_90 cluster merge: this CTA's ring (where the other CTA stores its
+  // part, cluster_merge.cuh) is free.
+  auto cluster_ring_free = [&] {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (kClusterMerge && p.cluster_merge) cluster_arrive();
+#endif
+  };
+
   if constexpr (kKeysAsRows) {
     constexpr int MK = KW / 16;  // 16-key m-tiles per warp and block
     constexpr int OT = D / 16;   // 16-column tiles of O^T
@@ -434,6 +442,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     }
     cp_async_wait_group<0>();
     __syncthreads();  // the ring is free: it becomes the merge buffer
+    cluster_ring_free();
 
     float l[2], m[2];
 #pragma unroll
@@ -622,6 +631,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     }
     cp_async_wait_group<0>();
     __syncthreads();  // the ring is free: it becomes the merge buffer
+    cluster_ring_free();
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -675,6 +685,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   constexpr float kLn2 = 0.6931471805599453f;
   const i64 part_row0 = ((i64(split) * p.batch + batch) * p.heads_kv + head_kv) * p.rows;
   const u32 cluster_part = merge + u32(decode_merge_bytes(D, BM, WARPS));  // cluster_merge only
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  if (kClusterMerge && p.cluster_merge) cluster_wait();  // the other CTA's ring is free
+#endif
 #pragma unroll
   for (int it = 0; it < (BM * kChunks + kThreads - 1) / kThreads; ++it) {
     const int idx = it * kThreads + tid;
@@ -713,10 +726,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
           p.lse[(i64(batch) * p.heads_kv * p.group + q.head) * p.seq_q + q.pos] = lse2 * kLn2;
         }
       } else if (kClusterMerge && p.cluster_merge) {
-        const u32 dst = cluster_part + u32((row * D + col) * 4);
-        st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
-        st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
-        if (hcol == 0) st_shared_f32(cluster_part + u32((BM * D + row) * 4), lse2);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        push_cluster_part<D, BM>(cluster_part, split, row, col, sum, lse2, hcol == 0);
+#endif
       } else {
         // The parts in the layout of one KV head a CTA (the combine pass's).
         const i64 part_row =
@@ -731,7 +743,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kClusterMerge) {
-    if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, m0, batch, head_kv);
+    if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, split, m0, batch, head_kv);
   }
 #endif
 }

@@ -1,11 +1,16 @@
 // sm_90: split-KV decode's merge inside the kernel. The splits of one row
-// block form one cluster; each CTA has left its normalized part (BM, D) and
-// its rows' log2-sum-exp in its own shared memory. After a cluster barrier,
-// CTA rank r merges rows r, r + splits, ... of the block, reading every rank's
-// part through distributed shared memory and adding them in rank order, so a
-// plan's result is the same bitwise on every run, as with the combine pass it
+// block (two) form one cluster, and split r merges rows r, r + 2, ... of the
+// block. Each CTA says when its K/V ring is free (a cluster arrive after its
+// loop), sums its warps' parts of each row, waits for the other CTA's
+// arrive, and stores each row's part and log2-sum-exp straight into the
+// shared memory of the CTA that merges it (distributed shared memory,
+// fire-and-forget). After one cluster barrier each CTA merges its rows from
+// its own shared memory, adding the parts in split order, so a plan's
+// result is the same bitwise on every run, as with the combine pass it
 // replaces (attn_decode_combine.cu), minus that pass's launch, its wait for
-// the whole grid and its trip through global memory.
+// the whole grid and its trip through global memory. Pulling the parts from
+// the other CTA instead (remote loads between two cluster barriers) cost
+// the B=8 FP8 decode 0.9 us (docs/perf-log.md, "decode v12").
 #pragma once
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
@@ -17,45 +22,75 @@
 namespace cujit::decode {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// part: this CTA's part region (decode_cluster_part_bytes): [BM][D] floats,
-// then [BM] log2-sum-exps. m0: the block's first packed row. PAIRED: two
-// KV heads of D / 2 a tile (tile_heads.cuh).
+static_assert(kMaxDecodeClusterSplits == 2, "a CTA's part region holds two parts of half the rows");
+
+// A merging CTA's part region (decode_cluster_part_bytes: BM * (D + 1)
+// floats): [split][BM / 2][D] parts of the rows it merges (row / 2), then
+// [split][BM / 2] log2-sum-exps. It overlaps the K/V ring, hence the arrive
+// and wait around the stores.
+template <int D, int BM>
+struct ClusterParts {
+  static_assert(BM % 2 == 0, "each split merges half the rows");
+  static constexpr int kRows = BM / 2;
+  static __device__ __forceinline__ u32 o(u32 part, int split, int row, int col) {
+    return part + u32(((split * kRows + row / 2) * D + col) * 4);
+  }
+  static __device__ __forceinline__ u32 lse(u32 part, int split, int row) {
+    return part + u32((2 * kRows * D + split * kRows + row / 2) * 4);
+  }
+};
+
+// Eight columns of block row `row`'s part (this CTA's split) and its
+// log2-sum-exp (from the thread with column 0, `first`), into the part
+// region of the CTA that merges the row. After cluster_wait().
+template <int D, int BM>
+__device__ __forceinline__ void push_cluster_part(u32 part, int split, int row, int col, const float (&sum)[8],
+                                                  float lse2, bool first) {
+  using Parts = ClusterParts<D, BM>;
+  const u32 owner = u32(row % 2);
+  const u32 dst = mapa_shared_cluster(Parts::o(part, split, row, col), owner);
+  st_shared_cluster_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
+  st_shared_cluster_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
+  if (first) st_shared_cluster_f32(mapa_shared_cluster(Parts::lse(part, split, row), owner), lse2);
+}
+
+// After every thread's push: the barrier that makes the parts visible, then
+// this CTA's rows (split, split + 2, ...) merged from its own shared memory
+// and stored. No CTA reads another's shared memory after the barrier, so
+// none waits for another to leave. m0: the block's first packed row.
+// PAIRED: two KV heads of D / 2 a tile (tile_heads.cuh).
 template <int D, int BM, int kThreads, class T, bool PAIRED>
-__device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch, int head_kv) {
+__device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 part, int split, int m0, int batch,
+                                                    int head_kv) {
+  using Parts = ClusterParts<D, BM>;
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
   const float neg_inf = -__int_as_float(0x7f800000);
-  cluster_sync();  // every rank's part is written
+  cluster_sync();  // every part is stored
 
-  const int rank = int(cluster_ctarank());
-  const int splits = p.splits;
   using Heads = TileHeads<PAIRED, D / 2>;
   const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
-  const int my_rows = rows > rank ? (rows - rank + splits - 1) / splits : 0;
+  const int my_rows = rows > split ? (rows - split + 1) / 2 : 0;
   for (int idx = int(threadIdx.x); idx < my_rows * kChunks; idx += kThreads) {
-    const int row = rank + (idx / kChunks) * splits;
+    const int row = split + (idx / kChunks) * 2;
     const int col = (idx % kChunks) * 4;
     if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
-    const u32 lse_addr = part + u32((BM * D + row) * 4);
-    const u32 o_addr = part + u32((row * D + col) * 4);
-    float lse2[kMaxDecodeClusterSplits];
+    float lse2[2];
     float mx = neg_inf;
 #pragma unroll
-    for (int s = 0; s < kMaxDecodeClusterSplits; ++s) {
-      lse2[s] = s < splits ? ld_shared_cluster_f32(mapa_shared_cluster(lse_addr, u32(s))) : neg_inf;
+    for (int s = 0; s < 2; ++s) {
+      lse2[s] = ld_shared_f32(Parts::lse(part, s, row));
       mx = fmaxf(mx, lse2[s]);
     }
     const float safe = mx == neg_inf ? 0.f : mx;  // no part saw a key: every weight is 0
     float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int s = 0; s < kMaxDecodeClusterSplits; ++s) {
-      if (s < splits) {
-        const float w = ex2_approx(lse2[s] - safe);
-        float x[4];
-        ld_shared_cluster_v4_f32(x, mapa_shared_cluster(o_addr, u32(s)));
-        sum += w;
+    for (int s = 0; s < 2; ++s) {
+      const float w = ex2_approx(lse2[s] - safe);
+      float x[4];
+      ld_shared_v4_f32(x, Parts::o(part, s, row, col));
+      sum += w;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
-      }
+      for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
     }
     if constexpr (PAIRED) {
       store_merged_columns<T>(p, batch, Heads::kv_head(p, head_kv, m0 + row), Heads::row_in_head(p, m0 + row),
@@ -64,7 +99,6 @@ __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 p
       store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
     }
   }
-  cluster_sync();  // no CTA leaves while another still reads its shared memory
 }
 #endif
 

@@ -42,8 +42,8 @@ CUJIT_HOST_DEVICE constexpr int decode_merge_bytes(int d, int bm, int warps) {
 }
 
 // sm_90, splits merged in the cluster (attention/decode/cluster_merge.cuh):
-// the CTA's normalized part [BM][D] and its log2-sum-exp [BM], in float32,
-// after the merge buffer.
+// the two splits' normalized parts of the BM / 2 rows this CTA merges and
+// their log2-sum-exps, in float32, after the merge buffer.
 CUJIT_HOST_DEVICE constexpr int decode_cluster_part_bytes(int d, int bm) { return bm * (d + 1) * 4; }
 // The variants that carry the cluster merge: with 64 packed rows or head dim
 // 256 its code spills (ptxas, sm_90a), so those keep the combine pass.
