@@ -1,6 +1,6 @@
-// Thread-block cluster PTX wrappers (sm_90 and later): the CTA's rank in its
-// cluster, the cluster-wide barrier (whole, or its arrive and wait apart),
-// and stores to another CTA's shared memory (distributed shared memory).
+// Thread-block cluster PTX wrappers (sm_90 and later): the cluster-wide
+// barrier (whole, or its arrive and wait apart), and stores to another CTA's
+// shared memory (distributed shared memory).
 // Shared addresses are 32-bit: a CTA's own address, mapped to the same
 // offset in rank r's shared memory by mapa.
 #pragma once
@@ -9,11 +9,6 @@
 namespace cujit {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-__device__ __forceinline__ u32 cluster_ctarank() {
-  u32 rank;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
-  return rank;
-}
 // Every thread of every CTA in the cluster: writes before it (shared memory
 // included) are visible to reads after it, in any CTA of the cluster.
 __device__ __forceinline__ void cluster_sync() {

@@ -1,5 +1,6 @@
 // sm_90: split-KV decode's merge inside the kernel. The splits of one row
-// block (two) form one cluster, and split r merges rows r, r + 2, ... of the
+// block (two) form one cluster, a split's rank in it being its index
+// (blockIdx.x % splits), and split r merges rows r, r + 2, ... of the
 // block. Each CTA says when its K/V ring is free (a cluster arrive after its
 // loop), sums its warps' parts of each row, waits for the other CTA's
 // arrive, and stores each row's part and log2-sum-exp straight into the
