@@ -1,14 +1,19 @@
-// Thread-block cluster PTX wrappers (sm_90 and later): the cluster-wide
-// barrier (whole, or its arrive and wait apart), and stores to another CTA's
-// shared memory (distributed shared memory).
-// Shared addresses are 32-bit: a CTA's own address, mapped to the same
-// offset in rank r's shared memory by mapa.
+// Thread-block cluster PTX wrappers (sm_90 and later): the CTA's rank in its
+// cluster, the cluster-wide barrier (whole, or its arrive and wait apart),
+// and loads from and stores to another CTA's shared memory (distributed
+// shared memory). Shared addresses are 32-bit: a CTA's own address, mapped to
+// the same offset in rank r's shared memory by mapa.
 #pragma once
 #include "common/types.cuh"
 
 namespace cujit {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ u32 cluster_ctarank() {
+  u32 rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(rank));
+  return rank;
+}
 // Every thread of every CTA in the cluster: writes before it (shared memory
 // included) are visible to reads after it, in any CTA of the cluster.
 __device__ __forceinline__ void cluster_sync() {
@@ -27,6 +32,17 @@ __device__ __forceinline__ u32 mapa_shared_cluster(u32 addr, u32 rank) {
   u32 mapped;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(mapped) : "r"(addr), "r"(rank));
   return mapped;
+}
+__device__ __forceinline__ float ld_shared_cluster_f32(u32 addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ void ld_shared_cluster_v4_f32(float (&v)[4], u32 addr) {
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+               : "r"(addr)
+               : "memory");
 }
 __device__ __forceinline__ void st_shared_cluster_f32(u32 addr, float v) {
   asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");

@@ -97,6 +97,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
 #else
   constexpr bool kClusterMerge = false;
 #endif
+  // Blocks of 8 rows push their parts to the CTA that merges them; larger
+  // ones leave them for it to pull (cluster_merge.cuh).
+  constexpr bool kPushParts = kClusterMerge && kKeysAsRows;
   constexpr int MT = 1;         // one 16-row m-tile per warp
   constexpr int KW = BN / WN;  // keys of a block per warp
   constexpr int NT = KW / 8;
@@ -360,14 +363,6 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     sum_all = sum;
   };
 
-  // sm_90 cluster merge: this CTA's ring (where the other CTA stores its
-  // part, cluster_merge.cuh) is free.
-  auto cluster_ring_free = [&] {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    if (kClusterMerge && p.cluster_merge) cluster_arrive();
-#endif
-  };
-
   if constexpr (kKeysAsRows) {
     constexpr int MK = KW / 16;  // 16-key m-tiles per warp and block
     constexpr int OT = D / 16;   // 16-column tiles of O^T
@@ -442,7 +437,10 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     }
     cp_async_wait_group<0>();
     __syncthreads();  // the ring is free: it becomes the merge buffer
-    cluster_ring_free();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // ... and, merging in the cluster, the other CTA's to store its part in.
+    if (kPushParts && p.cluster_merge) cluster_arrive();
+#endif
 
     float l[2], m[2];
 #pragma unroll
@@ -631,7 +629,6 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     }
     cp_async_wait_group<0>();
     __syncthreads();  // the ring is free: it becomes the merge buffer
-    cluster_ring_free();
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -686,7 +683,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   const i64 part_row0 = ((i64(split) * p.batch + batch) * p.heads_kv + head_kv) * p.rows;
   const u32 cluster_part = merge + u32(decode_merge_bytes(D, BM, WARPS));  // cluster_merge only
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if (kClusterMerge && p.cluster_merge) cluster_wait();  // the other CTA's ring is free
+  if (kPushParts && p.cluster_merge) cluster_wait();  // the other CTA's ring is free
 #endif
 #pragma unroll
   for (int it = 0; it < (BM * kChunks + kThreads - 1) / kThreads; ++it) {
@@ -725,10 +722,15 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         if (p.lse != nullptr && hcol == 0) {
           p.lse[(i64(batch) * p.heads_kv * p.group + q.head) * p.seq_q + q.pos] = lse2 * kLn2;
         }
-      } else if (kClusterMerge && p.cluster_merge) {
+      } else if (kPushParts && p.cluster_merge) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
         push_cluster_part<D, BM>(cluster_part, split, row, col, sum, lse2, hcol == 0);
 #endif
+      } else if (kClusterMerge && p.cluster_merge) {
+        const u32 dst = cluster_part + u32((row * D + col) * 4);
+        st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
+        st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
+        if (hcol == 0) st_shared_f32(cluster_part + u32((BM * D + row) * 4), lse2);
       } else {
         // The parts in the layout of one KV head a CTA (the combine pass's).
         const i64 part_row =
@@ -743,7 +745,13 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kClusterMerge) {
-    if (p.cluster_merge) merge_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, split, m0, batch, head_kv);
+    if constexpr (kPushParts) {
+      if (p.cluster_merge) {
+        merge_pushed_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, split, m0, batch, head_kv);
+      }
+    } else {
+      if (p.cluster_merge) merge_pulled_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, m0, batch, head_kv);
+    }
   }
 #endif
 }

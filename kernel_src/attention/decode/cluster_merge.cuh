@@ -1,17 +1,19 @@
 // sm_90: split-KV decode's merge inside the kernel. The splits of one row
 // block (two) form one cluster, a split's rank in it being its index
-// (blockIdx.x % splits), and split r merges rows r, r + 2, ... of the
-// block. Each CTA says when its K/V ring is free (a cluster arrive after its
-// loop), sums its warps' parts of each row, waits for the other CTA's
-// arrive, and stores each row's part and log2-sum-exp straight into the
-// shared memory of the CTA that merges it (distributed shared memory,
-// fire-and-forget). After one cluster barrier each CTA merges its rows from
-// its own shared memory, adding the parts in split order, so a plan's
-// result is the same bitwise on every run, as with the combine pass it
-// replaces (attn_decode_combine.cu), minus that pass's launch, its wait for
-// the whole grid and its trip through global memory. Pulling the parts from
-// the other CTA instead (remote loads between two cluster barriers) cost
-// the B=8 FP8 decode 0.9 us (docs/perf-log.md, "decode v12").
+// (blockIdx.x % splits); each split merges some of the block's rows, adding
+// the parts in split order, so a plan's result is the same bitwise on every
+// run, as with the combine pass it replaces (attn_decode_combine.cu), minus
+// that pass's launch, its wait for the whole grid and its trip through
+// global memory.
+//
+// Blocks of 8 rows push: split r merges rows r, r + 2, ... Each CTA says
+// when its K/V ring is free (a cluster arrive after its loop), sums its
+// warps' parts of each row, waits for the other CTA's arrive, and stores
+// each row's part and log2-sum-exp straight into the shared memory of the
+// CTA that merges it (fire-and-forget). After one cluster barrier each CTA
+// merges its rows from its own shared memory and leaves. Pulling the parts
+// instead (remote loads between two cluster barriers, below) cost the B=8
+// FP8 decode 0.9 us (docs/perf-log.md, "decode v12").
 #pragma once
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
@@ -23,7 +25,7 @@
 namespace cujit::decode {
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-static_assert(kMaxDecodeClusterSplits == 2, "a CTA's part region holds two parts of half the rows");
+static_assert(kMaxDecodeClusterSplits == 2, "a pushed part region holds two parts of half the rows");
 
 // A merging CTA's part region (decode_cluster_part_bytes: BM * (D + 1)
 // floats): [split][BM / 2][D] parts of the rows it merges (row / 2), then
@@ -61,8 +63,8 @@ __device__ __forceinline__ void push_cluster_part(u32 part, int split, int row, 
 // none waits for another to leave. m0: the block's first packed row.
 // PAIRED: two KV heads of D / 2 a tile (tile_heads.cuh).
 template <int D, int BM, int kThreads, class T, bool PAIRED>
-__device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 part, int split, int m0, int batch,
-                                                    int head_kv) {
+__device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p, u32 part, int split, int m0,
+                                                           int batch, int head_kv) {
   using Parts = ClusterParts<D, BM>;
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
   const float neg_inf = -__int_as_float(0x7f800000);
@@ -100,6 +102,61 @@ __device__ __forceinline__ void merge_cluster_parts(const DecodeParams& p, u32 p
       store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
     }
   }
+}
+
+// Blocks of 16 rows or more: each CTA has left its normalized part in its own
+// region (decode_cluster_part_bytes: [BM][D] floats, then [BM]
+// log2-sum-exps); after a cluster barrier CTA rank r merges rows r, r +
+// splits, ... reading every rank's part through distributed shared memory,
+// and a second barrier keeps each CTA until the others have read it. (Pushed
+// as above, a causal paged 32-row variant at 255 registers spilled 152
+// bytes on sm_90a.) m0: the block's first packed row.
+template <int D, int BM, int kThreads, class T, bool PAIRED>
+__device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch,
+                                                           int head_kv) {
+  constexpr int kChunks = D / 4;  // 4 columns per thread and row
+  const float neg_inf = -__int_as_float(0x7f800000);
+  cluster_sync();  // every rank's part is written
+
+  const int rank = int(cluster_ctarank());
+  const int splits = p.splits;
+  using Heads = TileHeads<PAIRED, D / 2>;
+  const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
+  const int my_rows = rows > rank ? (rows - rank + splits - 1) / splits : 0;
+  for (int idx = int(threadIdx.x); idx < my_rows * kChunks; idx += kThreads) {
+    const int row = rank + (idx / kChunks) * splits;
+    const int col = (idx % kChunks) * 4;
+    if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
+    const u32 lse_addr = part + u32((BM * D + row) * 4);
+    const u32 o_addr = part + u32((row * D + col) * 4);
+    float lse2[kMaxDecodeClusterSplits];
+    float mx = neg_inf;
+#pragma unroll
+    for (int s = 0; s < kMaxDecodeClusterSplits; ++s) {
+      lse2[s] = s < splits ? ld_shared_cluster_f32(mapa_shared_cluster(lse_addr, u32(s))) : neg_inf;
+      mx = fmaxf(mx, lse2[s]);
+    }
+    const float safe = mx == neg_inf ? 0.f : mx;  // no part saw a key: every weight is 0
+    float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int s = 0; s < kMaxDecodeClusterSplits; ++s) {
+      if (s < splits) {
+        const float w = ex2_approx(lse2[s] - safe);
+        float x[4];
+        ld_shared_cluster_v4_f32(x, mapa_shared_cluster(o_addr, u32(s)));
+        sum += w;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
+      }
+    }
+    if constexpr (PAIRED) {
+      store_merged_columns<T>(p, batch, Heads::kv_head(p, head_kv, m0 + row), Heads::row_in_head(p, m0 + row),
+                              Heads::column_in_head(col), acc, sum, mx);
+    } else {
+      store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
+    }
+  }
+  cluster_sync();  // no CTA leaves while another still reads its shared memory
 }
 #endif
 
