@@ -97,9 +97,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
 #else
   constexpr bool kClusterMerge = false;
 #endif
-  // Blocks of 8 rows push their parts to the CTA that merges them; larger
-  // ones leave them for it to pull (cluster_merge.cuh).
-  constexpr bool kPushParts = kClusterMerge && kKeysAsRows;
+  // Over an FP8 cache, blocks of 8 rows push their parts to the CTA that
+  // merges them; the others leave them for it to pull (cluster_merge.cuh).
+  constexpr bool kPushParts = kClusterMerge && kKeysAsRows && kFp8;
   constexpr int MT = 1;         // one 16-row m-tile per warp
   constexpr int KW = BN / WN;  // keys of a block per warp
   constexpr int NT = KW / 8;

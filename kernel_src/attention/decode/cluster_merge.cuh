@@ -6,7 +6,7 @@
 // that pass's launch, its wait for the whole grid and its trip through
 // global memory.
 //
-// Blocks of 8 rows push: split r merges rows r, r + 2, ... Each CTA says
+// FP8 caches in blocks of 8 rows push: split r merges rows r, r + 2, ... Each CTA says
 // when its K/V ring is free (a cluster arrive after its loop), sums its
 // warps' parts of each row, waits for the other CTA's arrive, and stores
 // each row's part and log2-sum-exp straight into the shared memory of the
@@ -104,13 +104,14 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
   }
 }
 
-// Blocks of 16 rows or more: each CTA has left its normalized part in its own
+// The others pull: each CTA has left its normalized part in its own
 // region (decode_cluster_part_bytes: [BM][D] floats, then [BM]
 // log2-sum-exps); after a cluster barrier CTA rank r merges rows r, r +
 // splits, ... reading every rank's part through distributed shared memory,
-// and a second barrier keeps each CTA until the others have read it. (Pushed
-// as above, a causal paged 32-row variant at 255 registers spilled 152
-// bytes on sm_90a.) m0: the block's first packed row.
+// and a second barrier keeps each CTA until the others have read it. Pushed
+// as above, sm_90a's ptxas spilled a causal paged 32-row variant at 255
+// registers (152 bytes) and two 16-bit 8-row ones at the 80 it chose itself
+// (8 bytes). m0: the block's first packed row.
 template <int D, int BM, int kThreads, class T, bool PAIRED>
 __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch,
                                                            int head_kv) {
