@@ -6,14 +6,15 @@
 // that pass's launch, its wait for the whole grid and its trip through
 // global memory.
 //
-// FP8 caches in blocks of 8 rows push: split r merges rows r, r + 2, ... Each CTA says
-// when its K/V ring is free (a cluster arrive after its loop), sums its
-// warps' parts of each row, waits for the other CTA's arrive, and stores
-// each row's part and log2-sum-exp straight into the shared memory of the
-// CTA that merges it (fire-and-forget). After one cluster barrier each CTA
-// merges its rows from its own shared memory and leaves. Pulling the parts
-// instead (remote loads between two cluster barriers, below) cost the B=8
-// FP8 decode 0.9 us (docs/perf-log.md, "decode v12").
+// FP8 caches in blocks of 8 rows push: split r merges rows r, r + 2, ...
+// Each CTA says when its K/V ring is free (a cluster arrive after its
+// loop), sums its warps' parts of each row, waits for the other CTA's
+// arrive, and stores each row's part and log2-sum-exp straight into the
+// shared memory of the CTA that merges it (fire-and-forget). After one
+// cluster barrier each CTA merges its rows from its own shared memory and
+// leaves. Pulling the parts instead (remote loads between two cluster
+// barriers, below) cost the B=8 FP8 decode 0.9 us (docs/perf-log.md,
+// "decode v12").
 #pragma once
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
@@ -111,7 +112,9 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
 // and a second barrier keeps each CTA until the others have read it. Pushed
 // as above, sm_90a's ptxas spilled a causal paged 32-row variant at 255
 // registers (152 bytes) and two 16-bit 8-row ones at the 80 it chose itself
-// (8 bytes). m0: the block's first packed row.
+// (8 bytes). Its weighting loop is the pushed merge's, written out again on
+// purpose: this is the previous tree's code, unchanged, for variants that
+// sit at 255 registers. m0: the block's first packed row.
 template <int D, int BM, int kThreads, class T, bool PAIRED>
 __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch,
                                                            int head_kv) {
