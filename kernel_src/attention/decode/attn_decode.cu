@@ -340,14 +340,24 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   };
 
   // After the loop the warps that shared the keys are merged: row max m_w
-  // (log2 units) and sum l_w per warp, then each warp's O scaled by
-  // exp2(m_w - M) / L, summed in warp order.
+  // (log2 units) and sum l_w per warp give the row's M and L, and O is the
+  // sum over warps, in warp order, of each warp's O times exp2(m_w - M) / L.
+  // Most warps scale their own rows before storing them, a barrier after
+  // storing their statistics. Over an FP8 cache the warps of a block of 8
+  // rows store theirs unscaled beside their statistics, and the summing pass
+  // weighs them: one barrier and one pass over the statistics fewer (1-2%
+  // on those decodes, docs/perf-log.md "decode v13"). 16-bit blocks of 8 keep
+  // the two barriers: on sm_90, where ptxas picks their register target
+  // itself, the weighted pass made it spill.
+  constexpr bool kWeightedSum = kKeysAsRows && kFp8;
   constexpr int kRowFloats = decode_merge_row_floats(D);
   const u32 merge = sQ;
   const u32 stat_max = merge + u32(WN * BM * kRowFloats * 4);
   const u32 stat_sum = stat_max + u32(WN * BM * 4);
   const float neg_inf = -__int_as_float(0x7f800000);
-  auto row_stats = [&](int row, float& max_all, float& sum_all) {
+  // The row's M and L, and each warp's exp2(m_w - M) (0 for a warp without
+  // keys; M = -inf: none has any).
+  auto row_stats = [&](int row, float& max_all, float& sum_all, float (&warp_scale)[WN]) {
     float mx = neg_inf;
 #pragma unroll
     for (int w = 0; w < WN; ++w) mx = fmaxf(mx, ld_shared_f32(stat_max + u32((w * BM + row) * 4)));
@@ -357,7 +367,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     for (int w = 0; w < WN; ++w) {
       const float m = ld_shared_f32(stat_max + u32((w * BM + row) * 4));
       const float l = ld_shared_f32(stat_sum + u32((w * BM + row) * 4));
-      sum += l * ex2_approx(m - safe);
+      warp_scale[w] = ex2_approx(m - safe);
+      sum += l * warp_scale[w];
     }
     max_all = mx;
     sum_all = sum;
@@ -442,6 +453,10 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     if (kPushParts && p.cluster_merge) cluster_arrive();
 #endif
 
+    // FP8 (kWeightedSum): each row's O unnormalized, times the V descale,
+    // beside the statistics with no barrier between. Tiles 2q and 2q + 1
+    // hold a row's adjacent columns (ot_column): one 8-byte store for the
+    // pair.
     float l[2], m[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -451,23 +466,35 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         st_shared_f32(stat_max + u32((warp_n * BM + 2 * lane + r) * 4), m[r]);
         st_shared_f32(stat_sum + u32((warp_n * BM + 2 * lane + r) * 4), l[r]);
       }
+      if constexpr (kWeightedSum) {
+        const u32 row_addr = merge + u32((warp_n * BM + 2 * (lane % 4) + r) * kRowFloats * 4);
+#pragma unroll
+        for (int t = 0; t < OT; t += 2)
+#pragma unroll
+          for (int high = 0; high < 2; ++high) {
+            const int e = 2 * high + r;
+            st_shared_v2_f32(row_addr + u32(ot_column<kFp8>(t, e, lane) * 4), o[t][e] * row_v_descale[r],
+                             o[t + 1][e] * row_v_descale[r]);
+          }
+      }
     }
-    __syncthreads();
+    if constexpr (!kWeightedSum) {
+      __syncthreads();
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = 2 * (lane % 4) + r;
-      float max_all, sum_all;
-      row_stats(row, max_all, sum_all);
-      const float factor = ex2_approx(m[r] - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all) *
-                           (kFp8 ? row_v_descale[r] : 1.f);
-      const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
+      for (int r = 0; r < 2; ++r) {
+        const int row = 2 * (lane % 4) + r;
+        float max_all, sum_all, warp_scale[WN];
+        row_stats(row, max_all, sum_all, warp_scale);
+        const float factor = ex2_approx(m[r] - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
+        const u32 row_addr = merge + u32((warp_n * BM + row) * kRowFloats * 4);
 #pragma unroll
-      for (int t = 0; t < OT; ++t)
+        for (int t = 0; t < OT; ++t)
 #pragma unroll
-        for (int high = 0; high < 2; ++high) {
-          const int e = 2 * high + r;
-          st_shared_f32(row_addr + u32(ot_column<kFp8>(t, e, lane) * 4), o[t][e] * factor);
-        }
+          for (int high = 0; high < 2; ++high) {
+            const int e = 2 * high + r;
+            st_shared_f32(row_addr + u32(ot_column<kFp8>(t, e, lane) * 4), o[t][e] * factor);
+          }
+      }
     }
   } else {
     // Q's A fragment of head-dim step kt. FP8: columns 4c..4c+3 of the step
@@ -648,8 +675,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = warp_m * 16 + mt * 16 + lane / 4 + 8 * r;
-        float max_all, sum_all;
-        row_stats(row, max_all, sum_all);
+        float max_all, sum_all, warp_scale[WN];
+        row_stats(row, max_all, sum_all, warp_scale);
         const float l = softmax.total_sum(mt, r);
         const float m = l == 0.f ? neg_inf : softmax.row_max[mt][r] * scale_log2;
         float factor = ex2_approx(m - (max_all == neg_inf ? 0.f : max_all)) * rcp_approx_or_zero(sum_all);
@@ -677,8 +704,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   }
   __syncthreads();
 
-  // Each thread sums 8 columns of one row over the warps and stores them
-  // (PAIRED: those in its row's KV head's half).
+  // Each thread sums 8 columns of one row over the warps (weighted, where
+  // they were stored unscaled) and stores them (PAIRED: those in its row's KV
+  // head's half).
   constexpr float kLn2 = 0.6931471805599453f;
   const i64 part_row0 = ((i64(split) * p.batch + batch) * p.heads_kv + head_kv) * p.rows;
   const u32 cluster_part = merge + u32(decode_merge_bytes(D, BM, WARPS));  // cluster_merge only
@@ -693,6 +721,13 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     const int r = m0 + row;
     if ((BM * kChunks % kThreads == 0 || idx < BM * kChunks) && r < rows() &&
         Heads::owns(p, r, col)) {
+      // Weighted, the statistics come first; else after the sum, where the
+      // unweighted variants' machine code has them.
+      float max_all, sum_all, warp_scale[WN], inv_sum;
+      if constexpr (kWeightedSum) {
+        row_stats(row, max_all, sum_all, warp_scale);
+        inv_sum = rcp_approx_or_zero(sum_all);
+      }
       float sum[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int w = 0; w < WN; ++w) {
@@ -700,14 +735,22 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const u32 addr = merge + u32(((w * BM + row) * kRowFloats + col) * 4);
         ld_shared_v4_f32(x, addr);
         ld_shared_v4_f32(y, addr + 16);
+        if constexpr (kWeightedSum) {
+          const float weight = warp_scale[w] * inv_sum;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          sum[i] += x[i];
-          sum[4 + i] += y[i];
+          for (int i = 0; i < 4; ++i) {
+            sum[i] = fmaf(x[i], weight, sum[i]);
+            sum[4 + i] = fmaf(y[i], weight, sum[4 + i]);
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            sum[i] += x[i];
+            sum[4 + i] += y[i];
+          }
         }
       }
-      float max_all, sum_all;
-      row_stats(row, max_all, sum_all);
+      if constexpr (!kWeightedSum) row_stats(row, max_all, sum_all, warp_scale);
       const float lse2 = sum_all == 0.f ? neg_inf : max_all + lg2_approx(sum_all);
       const int rh = Heads::row_in_head(p, r);
       const int hcol = Heads::column_in_head(col);
