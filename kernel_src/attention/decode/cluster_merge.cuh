@@ -58,6 +58,44 @@ __device__ __forceinline__ void push_cluster_part(u32 part, int split, int row, 
   if (first) st_shared_cluster_f32(mapa_shared_cluster(Parts::lse(part, split, row), owner), lse2);
 }
 
+// Four columns of block row `row` (its first column `col`), merged from the
+// splits' parts and stored: each part weighed by exp2(its log2-sum-exp - the
+// largest), added in split order. lse_of(s) and o_of(s, x) read split s's
+// log2-sum-exp and its four columns; splits past `splits` (at most
+// kSplits) are left out.
+template <int D, int kSplits, class T, bool PAIRED, class LseOf, class OOf>
+__device__ __forceinline__ void merge_part_columns(const DecodeParams& p, int splits, int batch, int head_kv, int m0,
+                                                   int row, int col, LseOf lse_of, OOf o_of) {
+  using Heads = TileHeads<PAIRED, D / 2>;
+  const float neg_inf = -__int_as_float(0x7f800000);
+  float lse2[kSplits];
+  float mx = neg_inf;
+#pragma unroll
+  for (int s = 0; s < kSplits; ++s) {
+    lse2[s] = s < splits ? lse_of(s) : neg_inf;
+    mx = fmaxf(mx, lse2[s]);
+  }
+  const float safe = mx == neg_inf ? 0.f : mx;  // no part saw a key: every weight is 0
+  float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+  for (int s = 0; s < kSplits; ++s) {
+    if (s < splits) {
+      const float w = ex2_approx(lse2[s] - safe);
+      float x[4];
+      o_of(s, x);
+      sum += w;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
+    }
+  }
+  if constexpr (PAIRED) {
+    store_merged_columns<T>(p, batch, Heads::kv_head(p, head_kv, m0 + row), Heads::row_in_head(p, m0 + row),
+                            Heads::column_in_head(col), acc, sum, mx);
+  } else {
+    store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
+  }
+}
+
 // After every thread's push: the barrier that makes the parts visible, then
 // this CTA's rows (split, split + 2, ...) merged from its own shared memory
 // and stored. No CTA reads another's shared memory after the barrier, so
@@ -68,7 +106,6 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
                                                            int batch, int head_kv) {
   using Parts = ClusterParts<D, BM>;
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
-  const float neg_inf = -__int_as_float(0x7f800000);
   cluster_sync();  // every part is stored
 
   using Heads = TileHeads<PAIRED, D / 2>;
@@ -78,30 +115,9 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
     const int row = split + (idx / kChunks) * 2;
     const int col = (idx % kChunks) * 4;
     if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
-    float lse2[2];
-    float mx = neg_inf;
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      lse2[s] = ld_shared_f32(Parts::lse(part, s, row));
-      mx = fmaxf(mx, lse2[s]);
-    }
-    const float safe = mx == neg_inf ? 0.f : mx;  // no part saw a key: every weight is 0
-    float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      const float w = ex2_approx(lse2[s] - safe);
-      float x[4];
-      ld_shared_v4_f32(x, Parts::o(part, s, row, col));
-      sum += w;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
-    }
-    if constexpr (PAIRED) {
-      store_merged_columns<T>(p, batch, Heads::kv_head(p, head_kv, m0 + row), Heads::row_in_head(p, m0 + row),
-                              Heads::column_in_head(col), acc, sum, mx);
-    } else {
-      store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
-    }
+    merge_part_columns<D, 2, T, PAIRED>(
+        p, 2, batch, head_kv, m0, row, col, [&](int s) { return ld_shared_f32(Parts::lse(part, s, row)); },
+        [&](int s, float (&x)[4]) { ld_shared_v4_f32(x, Parts::o(part, s, row, col)); });
   }
 }
 
@@ -112,14 +128,11 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
 // and a second barrier keeps each CTA until the others have read it. Pushed
 // as above, sm_90a's ptxas spilled a causal paged 32-row variant at 255
 // registers (152 bytes) and two 16-bit 8-row ones at the 80 it chose itself
-// (8 bytes). Its weighting loop is the pushed merge's, written out again on
-// purpose: this is the previous tree's code, unchanged, for variants that
-// sit at 255 registers. m0: the block's first packed row.
+// (8 bytes). m0: the block's first packed row.
 template <int D, int BM, int kThreads, class T, bool PAIRED>
 __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch,
                                                            int head_kv) {
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
-  const float neg_inf = -__int_as_float(0x7f800000);
   cluster_sync();  // every rank's part is written
 
   const int rank = int(cluster_ctarank());
@@ -133,32 +146,10 @@ __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p
     if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
     const u32 lse_addr = part + u32((BM * D + row) * 4);
     const u32 o_addr = part + u32((row * D + col) * 4);
-    float lse2[kMaxDecodeClusterSplits];
-    float mx = neg_inf;
-#pragma unroll
-    for (int s = 0; s < kMaxDecodeClusterSplits; ++s) {
-      lse2[s] = s < splits ? ld_shared_cluster_f32(mapa_shared_cluster(lse_addr, u32(s))) : neg_inf;
-      mx = fmaxf(mx, lse2[s]);
-    }
-    const float safe = mx == neg_inf ? 0.f : mx;  // no part saw a key: every weight is 0
-    float sum = 0.f, acc[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int s = 0; s < kMaxDecodeClusterSplits; ++s) {
-      if (s < splits) {
-        const float w = ex2_approx(lse2[s] - safe);
-        float x[4];
-        ld_shared_cluster_v4_f32(x, mapa_shared_cluster(o_addr, u32(s)));
-        sum += w;
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[i] = fmaf(w, x[i], acc[i]);
-      }
-    }
-    if constexpr (PAIRED) {
-      store_merged_columns<T>(p, batch, Heads::kv_head(p, head_kv, m0 + row), Heads::row_in_head(p, m0 + row),
-                              Heads::column_in_head(col), acc, sum, mx);
-    } else {
-      store_merged_columns<T>(p, batch, head_kv, m0 + row, col, acc, sum, mx);
-    }
+    merge_part_columns<D, kMaxDecodeClusterSplits, T, PAIRED>(
+        p, splits, batch, head_kv, m0, row, col,
+        [&](int s) { return ld_shared_cluster_f32(mapa_shared_cluster(lse_addr, u32(s))); },
+        [&](int s, float (&x)[4]) { ld_shared_cluster_v4_f32(x, mapa_shared_cluster(o_addr, u32(s))); });
   }
   cluster_sync();  // no CTA leaves while another still reads its shared memory
 }
