@@ -770,10 +770,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         push_cluster_part<D, BM>(cluster_part, split, row, col, sum, lse2, hcol == 0);
 #endif
       } else if (kClusterMerge && p.cluster_merge) {
-        const u32 dst = cluster_part + u32((row * D + col) * 4);
-        st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
-        st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
-        if (hcol == 0) st_shared_f32(cluster_part + u32((BM * D + row) * 4), lse2);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        leave_cluster_part<D, BM>(cluster_part, row, col, sum, lse2, hcol == 0);
+#endif
       } else {
         // The parts in the layout of one KV head a CTA (the combine pass's).
         const i64 part_row =
@@ -787,14 +786,12 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     }
   }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  if constexpr (kClusterMerge) {
-    if constexpr (kPushParts) {
-      if (p.cluster_merge) {
-        merge_pushed_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, split, m0, batch, head_kv);
-      }
-    } else {
-      if (p.cluster_merge) merge_pulled_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, m0, batch, head_kv);
+  if constexpr (kPushParts) {
+    if (p.cluster_merge) {
+      merge_pushed_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, split, m0, batch, head_kv);
     }
+  } else if constexpr (kClusterMerge) {
+    if (p.cluster_merge) merge_pulled_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, m0, batch, head_kv);
   }
 #endif
 }

@@ -121,17 +121,37 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
   }
 }
 
-// The others pull: each CTA has left its normalized part in its own
-// region (decode_cluster_part_bytes: [BM][D] floats, then [BM]
-// log2-sum-exps); after a cluster barrier CTA rank r merges rows r, r +
-// splits, ... reading every rank's part through distributed shared memory,
-// and a second barrier keeps each CTA until the others have read it. Pushed
-// as above, sm_90a's ptxas spilled a causal paged 32-row variant at 255
-// registers (152 bytes) and two 16-bit 8-row ones at the 80 it chose itself
-// (8 bytes). m0: the block's first packed row.
+// The others pull: each CTA leaves its normalized part in its own region
+// (decode_cluster_part_bytes: [BM][D] floats, then [BM] log2-sum-exps);
+// after a cluster barrier CTA rank r merges rows r, r + splits, ... reading
+// every rank's part through distributed shared memory, and a second barrier
+// keeps each CTA until the others have read it. Pushed as above, sm_90a's
+// ptxas spilled a causal paged 32-row variant at 255 registers (152 bytes)
+// and two 16-bit 8-row ones at the 80 it chose itself (8 bytes).
+template <int D, int BM>
+struct PulledParts {
+  static __device__ __forceinline__ u32 o(u32 part, int row, int col) { return part + u32((row * D + col) * 4); }
+  static __device__ __forceinline__ u32 lse(u32 part, int row) { return part + u32((BM * D + row) * 4); }
+};
+
+// Eight columns of block row `row`'s part and its log2-sum-exp (from the
+// thread with column 0, `first`), left in this CTA's own region.
+template <int D, int BM>
+__device__ __forceinline__ void leave_cluster_part(u32 part, int row, int col, const float (&sum)[8], float lse2,
+                                                   bool first) {
+  using Parts = PulledParts<D, BM>;
+  const u32 dst = Parts::o(part, row, col);
+  st_shared_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
+  st_shared_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
+  if (first) st_shared_f32(Parts::lse(part, row), lse2);
+}
+
+// After every thread has left its part: the merge. m0: the block's first
+// packed row.
 template <int D, int BM, int kThreads, class T, bool PAIRED>
 __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p, u32 part, int m0, int batch,
                                                            int head_kv) {
+  using Parts = PulledParts<D, BM>;
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
   cluster_sync();  // every rank's part is written
 
@@ -144,8 +164,8 @@ __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p
     const int row = rank + (idx / kChunks) * splits;
     const int col = (idx % kChunks) * 4;
     if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
-    const u32 lse_addr = part + u32((BM * D + row) * 4);
-    const u32 o_addr = part + u32((row * D + col) * 4);
+    const u32 lse_addr = Parts::lse(part, row);
+    const u32 o_addr = Parts::o(part, row, col);
     merge_part_columns<D, kMaxDecodeClusterSplits, T, PAIRED>(
         p, splits, batch, head_kv, m0, row, col,
         [&](int s) { return ld_shared_cluster_f32(mapa_shared_cluster(lse_addr, u32(s))); },
