@@ -25,6 +25,15 @@ __device__ __forceinline__ void cluster_sync() {
 __device__ __forceinline__ void cluster_arrive() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
 }
+// The arrive without release, for a barrier whose only message is "this
+// CTA is done reading its own shared memory" (another CTA may now write it,
+// or this one may leave): reads that returned their values need no fence.
+// With release, sm_90a's ptxas puts a GPU-wide memory barrier (MEMBAR.ALL.GPU)
+// before the arrive, which cost the split decode ~0.45 us a barrier
+// (docs/perf-log.md, "decode v14").
+__device__ __forceinline__ void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
 __device__ __forceinline__ void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }

@@ -449,8 +449,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     cp_async_wait_group<0>();
     __syncthreads();  // the ring is free: it becomes the merge buffer
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    // ... and, merging in the cluster, the other CTA's to store its part in.
-    if (kPushParts && p.cluster_merge) cluster_arrive();
+    // ... and, merging in the cluster, the other CTA's to store its part in
+    // (its reads are done: no release).
+    if (kPushParts && p.cluster_merge) cluster_arrive_relaxed();
 #endif
 
     // FP8 (kWeightedSum): each row's O unnormalized, times the V descale,

@@ -12,7 +12,8 @@
 // arrive, and stores each row's part and log2-sum-exp straight into the
 // shared memory of the CTA that merges it (fire-and-forget). After one
 // cluster barrier each CTA merges its rows from its own shared memory and
-// leaves. Pulling the parts instead (remote loads between two cluster
+// leaves. The arrive that frees the ring has no release: only reads came
+// before it. Pulling the parts instead (remote loads between two cluster
 // barriers, below) cost the B=8 FP8 decode 0.9 us (docs/perf-log.md,
 // "decode v12").
 #pragma once
@@ -171,7 +172,10 @@ __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p
         [&](int s) { return ld_shared_cluster_f32(mapa_shared_cluster(lse_addr, u32(s))); },
         [&](int s, float (&x)[4]) { ld_shared_cluster_v4_f32(x, mapa_shared_cluster(o_addr, u32(s))); });
   }
-  cluster_sync();  // no CTA leaves while another still reads its shared memory
+  // No CTA leaves while another still reads its shared memory. Only reads
+  // are waited for: no release, so no wait for this CTA's output stores.
+  cluster_arrive_relaxed();
+  cluster_wait();
 }
 #endif
 
