@@ -15,22 +15,18 @@ __device__ __forceinline__ u32 cluster_ctarank() {
   return rank;
 }
 // Every thread of every CTA in the cluster: writes before it (shared memory
-// included) are visible to reads after it, in any CTA of the cluster.
+// included) are visible to reads after it, in any CTA of the cluster. The
+// release is a GPU-wide memory barrier (MEMBAR.ALL.GPU) on sm_90a.
 __device__ __forceinline__ void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
-// The barrier in two halves, so that work goes between them: a thread's
-// writes before its arrive are visible to reads after any thread's wait
-// (each thread alternates the two).
-__device__ __forceinline__ void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
-}
-// The arrive without release, for a barrier whose only message is "this
-// CTA is done reading its own shared memory" (another CTA may now write it,
-// or this one may leave): reads that returned their values need no fence.
-// With release, sm_90a's ptxas puts a GPU-wide memory barrier (MEMBAR.ALL.GPU)
-// before the arrive, which cost the split decode ~0.45 us a barrier
-// (docs/perf-log.md, "decode v14").
+// The barrier in two halves, so that work goes between them (each thread
+// alternates the two), for a barrier whose only message is "this CTA is done
+// reading its own shared memory": another CTA may now write it, or this one
+// may leave. Reads that returned their values need no fence, so the arrive
+// has no release, which cost the split decode ~0.45 us a barrier
+// (docs/perf-log.md, "decode v14"); writes that another CTA reads take
+// cluster_sync.
 __device__ __forceinline__ void cluster_arrive_relaxed() {
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
 }
