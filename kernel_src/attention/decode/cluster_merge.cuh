@@ -116,8 +116,8 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
     const int row = split + (idx / kChunks) * 2;
     const int col = (idx % kChunks) * 4;
     if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
-    merge_part_columns<D, 2, T, PAIRED>(
-        p, 2, batch, head_kv, m0, row, col, [&](int s) { return ld_shared_f32(Parts::lse(part, s, row)); },
+    merge_part_columns<D, kMaxDecodeClusterSplits, T, PAIRED>(
+        p, kMaxDecodeClusterSplits, batch, head_kv, m0, row, col, [&](int s) { return ld_shared_f32(Parts::lse(part, s, row)); },
         [&](int s, float (&x)[4]) { ld_shared_v4_f32(x, Parts::o(part, s, row, col)); });
   }
 }
