@@ -2,7 +2,8 @@
 the two trees alternate which goes first, each runs from its own root with
 its own cache directory (the same one every round), every run has its log,
 a failed run fails the script, and bad usage is refused. Also the old tree
-exported from a revision. Usage: test_gpu_ab_script.py REPO_ROOT"""
+exported from a revision, and -s (both trees on the first run's tuning
+records). Usage: test_gpu_ab_script.py REPO_ROOT"""
 import os
 import subprocess
 import sys
@@ -56,6 +57,21 @@ def main():
         exported = [c[0] for c in calls if c[0] != root]
         if result.returncode != 0 or len(exported) != 1 or not os.path.basename(exported[0]).startswith("tree-"):
             failures.append(f"-r HEAD: exit status {result.returncode}, runs in {calls}: {result.stderr}")
+
+        # -s: the tuning records of round 1's first run reach the other tree's
+        # cache before its first run, so both trees time the same configs.
+        # Without -s each tree tunes its own.
+        tune = ('mkdir -p "$CUJIT_CACHE_DIR/tuning"; r="$CUJIT_CACHE_DIR/tuning/r.json"; '
+                'if [ -f "$r" ]; then echo "$PWD $(cat "$r")" >> "$CALLS"; '
+                'else echo "$PWD" > "$r"; echo "$PWD tuned" >> "$CALLS"; fi')
+        for same, expected in ((True, [[root, "tuned"], [old, root], [old, root], [root, root]]),
+                               (False, [[root, "tuned"], [old, "tuned"], [old, old], [root, root]])):
+            os.remove(os.path.join(tmp, "calls"))
+            result = run(root, tmp, ["-d", old, "-B"] + (["-s"] if same else []) + ["-n", "2", "--", "sh", "-c", tune])
+            calls = [line.split() for line in open(os.path.join(tmp, "calls")).read().splitlines()]
+            if result.returncode != 0 or calls != expected:
+                failures.append(f"-s {same}: exit status {result.returncode}, runs {calls}, expected {expected}: "
+                                f"{result.stdout} {result.stderr}")
 
         for args, what in ((["-B"], "no command"), (["-n", "0", "-B", "--", "true"], "zero rounds"),
                            (["-r", "no-such-revision", "-B", "--", "true"], "a bad revision"),
