@@ -278,13 +278,42 @@ std::optional<int> branch_condition(const Instruction& in) {
 
 using Marks = std::array<std::uint8_t, kRegisters>;
 
+// What a register holds where its last write, a predicated one, took effect.
+// If-converted code writes a register and reads it back under one guard
+// ("@P1 LEA.HI R0, R5, R5, RZ, 0x1; @P1 IMAD.SHL.U32 R0, R0, 0x10, RZ"): the
+// read executes only where the write did, so it sees the new value alone, not
+// the old one that the joined marks keep possible. Void once the guard's
+// predicate is written again, or the register is.
+struct GuardedWrite {
+  int guard = -1;  // the predicate register; -1: none recorded
+  bool negated = false;
+  std::uint8_t marks = 0;
+  int origin = -1;
+  bool operator==(const GuardedWrite&) const = default;
+};
+
 // The marks, and for each register with the data mark the instruction that
 // put it there (an index into the function's code; -1 where none did).
 struct State {
   Marks marks{};
   std::array<int, kRegisters> origin{};
+  std::array<GuardedWrite, kRegisters> guarded{};
   State() { origin.fill(-1); }
 };
+
+// The guard's register (-1: unpredicated).
+int guard_register(const Instruction& in) {
+  if (in.guard.empty()) return -1;
+  const std::vector<RegisterRef> refs = registers_in(in.guard);
+  return refs.empty() ? -1 : refs.front().index;
+}
+
+// A register's marks and origin as an instruction with this guard reads them.
+std::pair<std::uint8_t, int> read_under(const State& state, int reg, int guard, bool negated) {
+  const GuardedWrite& g = state.guarded[std::size_t(reg)];
+  if (guard >= 0 && g.guard == guard && g.negated == negated) return {g.marks, g.origin};
+  return {state.marks[std::size_t(reg)], state.origin[std::size_t(reg)]};
+}
 
 // How an instruction first produced the data mark: the register it read that
 // carried it (-1: the instruction loads, so the mark starts there) and the
@@ -294,7 +323,11 @@ struct Cause {
   int from = -1;
 };
 
-void mark_range(State& state, const RegisterRef& r, int width, std::uint8_t value, bool replace, int writer) {
+// guard: the writing instruction's guard register (-1: unpredicated), whose
+// write may not happen, so that the old marks stay possible.
+void mark_range(State& state, const RegisterRef& r, int width, std::uint8_t value, int guard, bool negated,
+                int writer) {
+  const bool replace = guard < 0;
   for (int i = 0; i < width && r.index + i < kRegisters; ++i) {
     const std::size_t k = std::size_t(r.index + i);
     std::uint8_t& m = state.marks[k];
@@ -304,21 +337,37 @@ void mark_range(State& state, const RegisterRef& r, int width, std::uint8_t valu
       state.origin[k] = -1;
     }
     m = replace ? value : std::uint8_t(m | value);
+    state.guarded[k] = replace ? GuardedWrite{} : GuardedWrite{guard, negated, value, (value & kData) ? writer : -1};
+  }
+}
+
+// A predicate written (P0-P7, UP0-UP7): what was written under it no longer
+// follows from it.
+void forget_guard(State& state, int reg) {
+  const bool predicate = (reg >= kPredicateBase && reg < kPredicateBase + 8) ||
+                         (reg >= kUniformPredicateBase && reg < kUniformPredicateBase + 8);
+  if (!predicate) return;
+  for (GuardedWrite& g : state.guarded) {
+    if (g.guard == reg) g = GuardedWrite{};
   }
 }
 
 // Applies instruction `index` to the state; records how it first produced data.
 void transfer(const Instruction& in, int index, State& state, Cause& cause, const ConstantRanges& index_constants,
               bool index_only) {
-  const Marks& marks = state.marks;
   const std::string base = base_opcode(in.opcode);
   const std::vector<std::size_t> dests = destination_operands(in);
+  const int guard = guard_register(in);
   std::uint8_t sources = 0;
   int data_via = -2;  // first register read that carries data
+  int data_origin = -1;  // the instruction that put the data mark there
   auto read = [&](int reg) {
-    const std::uint8_t m = marks[std::size_t(reg)];
+    const auto [m, origin] = read_under(state, reg, guard, in.guard_negated);
     sources |= m;
-    if ((m & kData) && data_via == -2) data_via = reg;
+    if ((m & kData) && data_via == -2) {
+      data_via = reg;
+      data_origin = origin;
+    }
     return m;
   };
   // Which sources are register pairs: all of a ".64" instruction's; of
@@ -349,8 +398,7 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause, cons
     }
   }
   if (base == "B2R") read(kBarrierResult);  // "B2R.RESULT R0": a BAR.RED's reduction
-  const bool guarded = !in.guard.empty();
-  if (guarded) read(registers_in(in.guard).at(0).index);
+  if (guard >= 0) read(guard);
   std::uint8_t value = sources;
   if (loads_data(base)) {
     // A loaded value is never the parameter's pointer itself. Through an
@@ -367,18 +415,22 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause, cons
   if (reads_sync_state(base)) value |= kSync;
   if ((value & kData) && cause.via == -2) {
     cause.via = data_via;
-    cause.from = data_via >= 0 ? state.origin[std::size_t(data_via)] : -1;
+    cause.from = data_via >= 0 ? data_origin : -1;
   }
   for (std::size_t d : dests) {
     for (const RegisterRef& r : registers_in(in, d)) {
       const int width = d == 0 ? std::max(destination_width(in), r.width) : r.width;
-      // A predicated write may not happen: the old marks stay possible.
-      mark_range(state, r, width, value, !guarded, index);
+      mark_range(state, r, width, value, guard, in.guard_negated, index);
+    }
+  }
+  for (std::size_t d : dests) {
+    for (const RegisterRef& r : registers_in(in, d)) {
+      for (int k = 0; k < r.width && r.index + k < kRegisters; ++k) forget_guard(state, r.index + k);
     }
   }
   // "BAR.RED.POPC 0x0, P0" reduces its predicate over the block; B2R reads the result.
   if (base == "BAR" && has_modifier(in.opcode, "RED")) {
-    mark_range(state, {kBarrierResult, 1}, 1, value, !guarded, index);
+    mark_range(state, {kBarrierResult, 1}, 1, value, guard, in.guard_negated, index);
   }
 }
 
@@ -554,6 +606,17 @@ Audit audit_function(const Function& function, const AuditOptions& options) {
           if ((marks[r] & kData) && !(existing & kData)) it->second.origin[r] = state.origin[r];
           changed |= joined != existing;
           existing = joined;
+          // A guarded write holds at the join only if every path made it.
+          GuardedWrite& g = it->second.guarded[r];
+          const GuardedWrite& incoming = state.guarded[r];
+          GuardedWrite kept{};
+          if (g.guard >= 0 && g.guard == incoming.guard && g.negated == incoming.negated) {
+            kept = g;
+            kept.marks = std::uint8_t(g.marks | incoming.marks);
+            if ((incoming.marks & kData) && !(g.marks & kData)) kept.origin = incoming.origin;
+          }
+          changed |= kept != g;
+          g = kept;
         }
       }
       if (changed && queued.insert(next).second) work.push_back(next);

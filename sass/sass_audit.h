@@ -9,8 +9,11 @@
 // Values from parameters, special registers (thread/block indices) and
 // constants are clean. Marks flow forward through instructions and across the
 // control-flow graph; an unpredicated write replaces a register's marks, a
-// predicated one adds to them. A conditional branch whose predicate carries
-// the data mark can make the kernel's timing depend on q, k or v.
+// predicated one adds to them, except for a read under the same guard (its
+// predicate not written since, on every path): there the write took effect,
+// so the read sees its marks alone (if-converted code). A conditional branch
+// whose predicate carries the data mark can make the kernel's timing depend
+// on q, k or v.
 //
 // Index parameters: pointer parameters a kernel family names as pointing at
 // index metadata (sequence lengths, block tables). A global load through one

@@ -147,6 +147,44 @@ TEST(SassAudit, PredicatedWriteKeepsTheOldMark) {
   EXPECT_EQ(kind_at(a, 0x30), BranchKind::data);
 }
 
+// If-converted code (decode v15's merge loop bound, sm_90a): R0 holds a
+// loaded value, then "@P1" writes it from an index and reads it back. Where
+// the read executes the write did, so the bound is an index.
+TEST(SassAudit, AReadUnderTheGuardOfItsWriteSeesTheWrittenValue) {
+  const std::vector<std::string> prologue = {"LDS R0, [R6]", "S2R R5, SR_TID.X", "MOV R21, RZ",
+                                             "ISETP.GT.AND P1, PT, R5, 0x3, PT"};
+  auto with = [&](std::vector<std::string> body) {
+    body.insert(body.begin(), prologue.begin(), prologue.end());
+    body.insert(body.end(), {"ISETP.GE.AND P0, PT, R5, R21, PT", "@P0 BRA 0xb0", "NOP", "EXIT"});
+    return audit(body);
+  };
+  const auto same = with({"@P1 LEA.HI R0, R5, R5, RZ, 0x1", "@P1 IMAD.SHL.U32 R0, R0, 0x10, RZ",
+                          "@P1 LOP3.LUT R21, R0, 0xffffffe0, RZ, 0xc0, !PT"});
+  EXPECT_EQ(kind_at(same, 0x80), BranchKind::index);
+  EXPECT_EQ(same.data_branches(), 0);
+  // Read under the other sense of the guard: the write did not happen there.
+  const auto other = with({"@P1 LEA.HI R0, R5, R5, RZ, 0x1", "@!P1 IMAD.SHL.U32 R0, R0, 0x10, RZ",
+                           "@P1 LOP3.LUT R21, R0, 0xffffffe0, RZ, 0xc0, !PT"});
+  EXPECT_EQ(kind_at(other, 0x80), BranchKind::data);
+  // The guard's predicate written between the write and the read.
+  const auto rewritten = with({"@P1 LEA.HI R0, R5, R5, RZ, 0x1", "ISETP.GT.AND P1, PT, R5, 0x4, PT",
+                               "@P1 LOP3.LUT R21, R0, 0xffffffe0, RZ, 0xc0, !PT"});
+  EXPECT_EQ(kind_at(rewritten, 0x80), BranchKind::data);
+}
+
+// Two paths join: a guarded write made on one of them only does not hold
+// after the join.
+TEST(SassAudit, AGuardedWriteOnOnePathDoesNotHoldAfterTheJoin) {
+  const auto a = audit({"LDS R0, [R6]", "S2R R5, SR_TID.X", "ISETP.GT.AND P1, PT, R5, 0x3, PT",
+                        "ISETP.GT.AND P2, PT, R5, 0x7, PT", "@P2 BRA 0x60", "@P1 MOV R0, R5",
+                        "@P1 ISETP.NE.AND P0, PT, R0, RZ, PT", "@P0 BRA 0x90", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(a, 0x70), BranchKind::data);
+  const auto b = audit({"LDS R0, [R6]", "S2R R5, SR_TID.X", "ISETP.GT.AND P1, PT, R5, 0x3, PT",
+                        "ISETP.GT.AND P2, PT, R5, 0x7, PT", "@P1 MOV R0, R5", "@P2 BRA 0x60",
+                        "@P1 ISETP.NE.AND P0, PT, RZ, R0, PT", "@P0 BRA 0x90", "NOP", "EXIT"});
+  EXPECT_EQ(kind_at(b, 0x70), BranchKind::index) << "the write came before the paths parted";
+}
+
 TEST(SassAudit, WgmmaAccumulatorsCarryData) {
   // m64n64: 32 accumulator registers from R24; R55 is the last of them.
   const auto a = audit({"HGMMA.64x64x16.F32 R24, gdesc[UR8], RZ, !UPT, gsb0", "FSETP.GT.AND P0, PT, R55, RZ, PT",
