@@ -1,7 +1,7 @@
 // Thread-block cluster PTX wrappers (sm_90 and later): the CTA's rank in its
 // cluster, the cluster-wide barrier (whole, or its arrive and wait apart),
-// and loads from and stores to another CTA's shared memory (distributed
-// shared memory). Shared addresses are 32-bit: a CTA's own address, mapped to
+// loads from another CTA's shared memory (distributed shared memory) and
+// stores into it that complete on the receiver's mbarrier. Shared addresses are 32-bit: a CTA's own address, mapped to
 // the same offset in rank r's shared memory by mapa.
 #pragma once
 #include "common/types.cuh"
@@ -49,12 +49,34 @@ __device__ __forceinline__ void ld_shared_cluster_v4_f32(float (&v)[4], u32 addr
                : "r"(addr)
                : "memory");
 }
-__device__ __forceinline__ void st_shared_cluster_f32(u32 addr, float v) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
-}
-__device__ __forceinline__ void st_shared_cluster_v4_f32(u32 addr, float a, float b, float c, float d) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d)
+// Stores into a CTA's shared memory through its cluster address (another
+// CTA's, or this one's) that complete their bytes on the mbarrier at `bar`,
+// a cluster address in the same CTA as `addr`. The receiver waits on its own
+// barrier (mbarrier_wait_cluster) for the bytes it expects: no cluster
+// barrier, and so no release, between the stores and its reads.
+__device__ __forceinline__ void st_async_f32(u32 addr, float v, u32 bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(addr), "f"(v),
+               "r"(bar)
                : "memory");
+}
+__device__ __forceinline__ void st_async_v4_f32(u32 addr, float a, float b, float c, float d, u32 bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n" ::"r"(
+                   addr),
+               "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+               : "memory");
+}
+// Waits until this CTA's mbarrier `bar` completes the phase of the given
+// parity, acquiring at cluster scope what other CTAs' st.async completed on it.
+__device__ __forceinline__ void mbarrier_wait_cluster(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
 }
 #endif
 

@@ -97,6 +97,39 @@ TEST(DecodePlan, OneSplitIsOneLaunchWithoutClusters) {
   }
 }
 
+// Blocks of 8 rows over an FP8 cache merge by pushing their parts into the
+// merging CTA, which waits for their bytes on an mbarrier of its own
+// (cluster_merge.cuh). It lives from the kernel's start to its end, so its 8
+// bytes come after the K/V ring and the merge's regions, aligned; the pulled
+// merge (16-bit caches, more rows) and the combine pass keep no room for it.
+TEST(DecodeLayout, ThePushedPartsBarrierFollowsEveryRegion) {
+  for (int d : {64, 128})
+    for (int bn : {32, 64, 128})
+      for (int stages : {2, 3, 8})
+        for (int warps : {2, 4, 8})
+          for (bool paged : {false, true})
+            for (int factor_heads : {0, 1, 2}) {
+              SCOPED_TRACE(::testing::Message() << "d " << d << " bn " << bn << " stages " << stages << " warps "
+                                                << warps << " paged " << paged << " factor heads " << factor_heads);
+              const int bar = cujit::decode_parts_barrier_offset(d, 8, bn, stages, warps, paged, 1, factor_heads);
+              EXPECT_EQ(bar % 8, 0);
+              EXPECT_GE(bar, cujit::decode_stream_bytes(d, 8, bn, stages, paged, 1, factor_heads));
+              EXPECT_GE(bar, cujit::decode_merge_bytes(d, 8, warps) + cujit::decode_cluster_part_bytes(d, 8));
+              EXPECT_EQ(cujit::decode_smem_bytes(d, 8, bn, stages, warps, paged, 1, true, factor_heads), bar + 8);
+              EXPECT_EQ(cujit::decode_smem_bytes(d, 8, bn, stages, warps, paged, 1, false, factor_heads),
+                        cujit::decode_regions_bytes(d, 8, bn, stages, warps, paged, 1, false, factor_heads))
+                  << "no cluster merge: no barrier";
+              for (int bm : {8, 16, 32}) {
+                EXPECT_EQ(cujit::decode_smem_bytes(d, bm, bn, stages, warps, paged, 2, true, 0),
+                          cujit::decode_regions_bytes(d, bm, bn, stages, warps, paged, 2, true, 0))
+                    << "16-bit caches pull: no barrier";
+              }
+              EXPECT_EQ(cujit::decode_smem_bytes(d, 16, bn, stages, warps, paged, 1, true, factor_heads),
+                        cujit::decode_regions_bytes(d, 16, bn, stages, warps, paged, 1, true, factor_heads))
+                  << "16 FP8 rows pull: no barrier";
+            }
+}
+
 // The kernel's static_assert: a paged variant takes at most
 // kMaxPagedLoadPasses load passes per block (more spill, each holding its
 // key's page lookup). The host prunes exactly those.

@@ -97,9 +97,6 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
 #else
   constexpr bool kClusterMerge = false;
 #endif
-  // Over an FP8 cache, blocks of 8 rows push their parts to the CTA that
-  // merges them; the others leave them for it to pull (cluster_merge.cuh).
-  constexpr bool kPushParts = kClusterMerge && kKeysAsRows && kFp8;
   constexpr int MT = 1;         // one 16-row m-tile per warp
   constexpr int KW = BN / WN;  // keys of a block per warp
   constexpr int NT = KW / 8;
@@ -107,6 +104,10 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   constexpr int DT = D / 8;
   constexpr int PT = KW / 16;
   constexpr int KB = element_traits<TKV>::bytes;
+  // Over an FP8 cache, blocks of 8 rows push their parts to the CTA that
+  // merges them; the others leave them for it to pull (cluster_merge.cuh).
+  constexpr bool kPushParts = kClusterMerge && decode_pushes_parts(BM, KB);
+  static_assert(!kPushParts || (kKeysAsRows && kFp8), "the pushed merge is the FP8 keys-as-rows epilogue's");
   using QTile = SmemTile<BM, D, 2>;
   using KVTile = SmemTile<BN, D, KB>;
   constexpr int kChunks = D / 8;                   // 16-byte chunks per row of Q and the output
@@ -138,6 +139,15 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // at 255 registers.
   auto rows = [&] { return PAIRED ? 2 * p.rows : p.rows; };
   using Heads = TileHeads<PAIRED, kHeadD>;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Where the other CTA pushes this CTA's rows' parts, the barrier they
+  // complete on: set up before anything is waited for.
+  const u32 parts_bar = sQ + u32(decode_parts_barrier_offset(D, BM, BN, STAGES, WARPS, PAGED, KB, kFactorHeads));
+  if constexpr (kPushParts) {
+    if (p.cluster_merge && tid == 0) expect_pushed_parts<kHeadD, BM, PAIRED>(p, parts_bar, split, m0);
+  }
+#endif
 
   // Everything below may read what the previous kernel in the stream wrote
   // (q, the cache, its table and lengths).
@@ -768,7 +778,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         }
       } else if (kPushParts && p.cluster_merge) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        push_cluster_part<D, BM>(cluster_part, split, row, col, sum, lse2, hcol == 0);
+        push_cluster_part<D, BM>(cluster_part, parts_bar, split, row, col, sum, lse2, hcol == 0);
 #endif
       } else if (kClusterMerge && p.cluster_merge) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -789,7 +799,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   if constexpr (kPushParts) {
     if (p.cluster_merge) {
-      merge_pushed_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, split, m0, batch, head_kv);
+      merge_pushed_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, parts_bar, split, m0, batch,
+                                                               head_kv);
     }
   } else if constexpr (kClusterMerge) {
     if (p.cluster_merge) merge_pulled_cluster_parts<D, BM, kThreads, T, PAIRED>(p, cluster_part, m0, batch, head_kv);

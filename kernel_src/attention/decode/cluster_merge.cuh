@@ -10,12 +10,14 @@
 // Each CTA says when its K/V ring is free (a cluster arrive after its
 // loop), sums its warps' parts of each row, waits for the other CTA's
 // arrive, and stores each row's part and log2-sum-exp straight into the
-// shared memory of the CTA that merges it (fire-and-forget). After one
-// cluster barrier each CTA merges its rows from its own shared memory and
-// leaves. The arrive that frees the ring has no release: only reads came
-// before it. Pulling the parts instead (remote loads between two cluster
-// barriers, below) cost the B=8 FP8 decode 0.9 us (docs/perf-log.md,
-// "decode v12").
+// shared memory of the CTA that merges it, by st.async, whose bytes complete
+// on that CTA's mbarrier. Each CTA waits on its own barrier for its rows'
+// bytes, merges them from its own shared memory and leaves: no cluster
+// barrier after the pushes, whose release (a GPU-wide memory barrier on
+// sm_90a) cost ~0.25 us (docs/perf-log.md, "decode v15"). The arrive that
+// frees the ring has no release either: only reads came before it. Pulling
+// the parts instead (remote loads between two cluster barriers, below) cost
+// the B=8 FP8 decode 0.9 us (docs/perf-log.md, "decode v12").
 #pragma once
 #include "attention/decode/decode_layout.h"
 #include "attention/decode/decode_params.h"
@@ -23,6 +25,7 @@
 #include "attention/decode/tile_heads.cuh"
 #include "common/ptx.cuh"
 #include "common/ptx_cluster.cuh"
+#include "common/ptx_sm90.cuh"
 
 namespace cujit::decode {
 
@@ -45,18 +48,34 @@ struct ClusterParts {
   }
 };
 
+// Before anything is waited for, by one thread of a CTA that merges in its
+// cluster: its barrier, set to complete once both splits' parts of the rows
+// it merges (row % 2 == split) have landed, each row's kHeadD columns and its
+// log2-sum-exp. The other CTA pushes only after the cluster barrier that
+// follows its loop, which the fence orders the barrier's set-up before.
+template <int kHeadD, int BM, bool PAIRED>
+__device__ __forceinline__ void expect_pushed_parts(const DecodeParams& p, u32 bar, int split, int m0) {
+  const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
+  const int my_rows = rows > split ? (rows - split + 1) / 2 : 0;
+  sm90::mbarrier_init(bar, 1);
+  sm90::mbarrier_arrive_expect_tx(bar, u32(kMaxDecodeClusterSplits * my_rows * (kHeadD + 1) * 4));
+  sm90::fence_mbarrier_init();
+}
+
 // Eight columns of block row `row`'s part (this CTA's split) and its
 // log2-sum-exp (from the thread with column 0, `first`), into the part
-// region of the CTA that merges the row. After cluster_wait().
+// region of the CTA that merges the row, completing on its barrier `bar`.
+// After cluster_wait().
 template <int D, int BM>
-__device__ __forceinline__ void push_cluster_part(u32 part, int split, int row, int col, const float (&sum)[8],
-                                                  float lse2, bool first) {
+__device__ __forceinline__ void push_cluster_part(u32 part, u32 bar, int split, int row, int col,
+                                                  const float (&sum)[8], float lse2, bool first) {
   using Parts = ClusterParts<D, BM>;
   const u32 owner = u32(row % 2);
   const u32 dst = mapa_shared_cluster(Parts::o(part, split, row, col), owner);
-  st_shared_cluster_v4_f32(dst, sum[0], sum[1], sum[2], sum[3]);
-  st_shared_cluster_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7]);
-  if (first) st_shared_cluster_f32(mapa_shared_cluster(Parts::lse(part, split, row), owner), lse2);
+  const u32 owner_bar = mapa_shared_cluster(bar, owner);
+  st_async_v4_f32(dst, sum[0], sum[1], sum[2], sum[3], owner_bar);
+  st_async_v4_f32(dst + 16, sum[4], sum[5], sum[6], sum[7], owner_bar);
+  if (first) st_async_f32(mapa_shared_cluster(Parts::lse(part, split, row), owner), lse2, owner_bar);
 }
 
 // Four columns of block row `row` (its first column `col`), merged from the
@@ -97,17 +116,17 @@ __device__ __forceinline__ void merge_part_columns(const DecodeParams& p, int sp
   }
 }
 
-// After every thread's push: the barrier that makes the parts visible, then
-// this CTA's rows (split, split + 2, ...) merged from its own shared memory
-// and stored. No CTA reads another's shared memory after the barrier, so
-// none waits for another to leave. m0: the block's first packed row.
-// PAIRED: two KV heads of D / 2 a tile (tile_heads.cuh).
+// After this CTA's pushes: once its barrier says its rows' parts have all
+// landed, its rows (split, split + 2, ...) merged from its own shared memory
+// and stored. No CTA reads another's shared memory, and each waits for every
+// byte pushed to it, so none waits for another to leave. m0: the block's
+// first packed row. PAIRED: two KV heads of D / 2 a tile (tile_heads.cuh).
 template <int D, int BM, int kThreads, class T, bool PAIRED>
-__device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p, u32 part, int split, int m0,
-                                                           int batch, int head_kv) {
+__device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p, u32 part, u32 bar, int split,
+                                                           int m0, int batch, int head_kv) {
   using Parts = ClusterParts<D, BM>;
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
-  cluster_sync();  // every part is stored
+  mbarrier_wait_cluster(bar, 0);  // every part of this CTA's rows is stored
 
   using Heads = TileHeads<PAIRED, D / 2>;
   const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);

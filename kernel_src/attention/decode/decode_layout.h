@@ -49,13 +49,34 @@ CUJIT_HOST_DEVICE constexpr int decode_cluster_part_bytes(int d, int bm) { retur
 // 256 its code spills (ptxas, sm_90a), so those keep the combine pass.
 CUJIT_HOST_DEVICE constexpr bool decode_cluster_mergeable(int d, int bm) { return d <= 128 && bm <= 32; }
 
-// cluster_part: room for the cluster merge's part (a variant that may merge
-// in its cluster on this target); factor_heads: decode_page_factor_heads.
-CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
-                                                  int kv_bytes, bool cluster_part, int factor_heads) {
+// Over an FP8 cache, blocks of 8 rows merging in their cluster push their
+// parts into the merging CTA (cluster_merge.cuh), which waits for their bytes
+// on an mbarrier of its own.
+CUJIT_HOST_DEVICE constexpr bool decode_pushes_parts(int bm, int kv_bytes) { return bm == 8 && kv_bytes == 1; }
+
+// The stream's and the merge's regions, which overlap from the start.
+CUJIT_HOST_DEVICE constexpr int decode_regions_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
+                                                     int kv_bytes, bool cluster_part, int factor_heads) {
   const int stream = decode_stream_bytes(d, bm, bn, stages, paged, kv_bytes, factor_heads);
   const int merge = decode_merge_bytes(d, bm, warps) + (cluster_part ? decode_cluster_part_bytes(d, bm) : 0);
   return stream > merge ? stream : merge;
+}
+
+// The pushed parts' mbarrier: after both regions, since it lives from the
+// kernel's start to its end.
+CUJIT_HOST_DEVICE constexpr int decode_parts_barrier_offset(int d, int bm, int bn, int stages, int warps, bool paged,
+                                                            int kv_bytes, int factor_heads) {
+  return (decode_regions_bytes(d, bm, bn, stages, warps, paged, kv_bytes, true, factor_heads) + 7) / 8 * 8;
+}
+
+// cluster_part: room for the cluster merge's part (a variant that may merge
+// in its cluster on this target), and where it pushes, its barrier;
+// factor_heads: decode_page_factor_heads.
+CUJIT_HOST_DEVICE constexpr int decode_smem_bytes(int d, int bm, int bn, int stages, int warps, bool paged,
+                                                  int kv_bytes, bool cluster_part, int factor_heads) {
+  return cluster_part && decode_pushes_parts(bm, kv_bytes)
+             ? decode_parts_barrier_offset(d, bm, bn, stages, warps, paged, kv_bytes, factor_heads) + 8
+             : decode_regions_bytes(d, bm, bn, stages, warps, paged, kv_bytes, cluster_part, factor_heads);
 }
 
 }  // namespace cujit
