@@ -150,8 +150,12 @@ TEST_F(SassToolIndexParams, CacheEntryIndexParamsMakeALoadedLengthAnIndex) {
                 tmp_, output),
             0)
       << output;
-  // Saved SASS takes them from --index-params.
+  // Saved SASS takes them from --index-params. A failing --strict run
+  // prints each flagged branch's chain back to its load.
   EXPECT_EQ(run(std::string(CUJIT_SASS_TOOL) + " --strict --sass " + listing.string(), tmp_, output), 1);
+  EXPECT_NE(output.find("data branch at 0x0080"), std::string::npos) << output;
+  EXPECT_NE(output.find("LDG.E R5, desc[UR4][R2.64]"), std::string::npos) << output;
+  EXPECT_NE(output.find("<- mark starts here"), std::string::npos) << output;
   EXPECT_EQ(run(std::string(CUJIT_SASS_TOOL) + " --strict --index-params 152,136 --sass " + listing.string(),
                 tmp_, output),
             0)
