@@ -2,8 +2,8 @@
 the two trees alternate which goes first, each runs from its own root with
 its own cache directory (the same one every round), every run has its log,
 a failed run fails the script, and bad usage is refused. Also the old tree
-exported from a revision, and -s (both trees on the first run's tuning
-records). Usage: test_gpu_ab_script.py REPO_ROOT"""
+exported from a revision, -s (both trees on the first run's tuning
+records), and the round, tree and logs' folder the command sees. Usage: test_gpu_ab_script.py REPO_ROOT"""
 import os
 import subprocess
 import sys
@@ -72,6 +72,15 @@ def main():
             if result.returncode != 0 or calls != expected:
                 failures.append(f"-s {same}: exit status {result.returncode}, runs {calls}, expected {expected}: "
                                 f"{result.stdout} {result.stderr}")
+
+        # The command knows its round, its tree and the logs' folder.
+        os.remove(os.path.join(tmp, "calls"))
+        result = run(root, tmp, ["-d", old, "-B", "-n", "2", "--", "sh", "-c",
+                                 'echo "$AB_ROUND $AB_SIDE $AB_OUT" >> "$CALLS"'])
+        calls = open(os.path.join(tmp, "calls")).read().splitlines()
+        out = os.path.join(tmp, "out")
+        if result.returncode != 0 or calls != [f"1 new {out}", f"1 old {out}", f"2 old {out}", f"2 new {out}"]:
+            failures.append(f"AB_ROUND, AB_SIDE, AB_OUT: exit status {result.returncode}, {calls}")
 
         for args, what in ((["-B"], "no command"), (["-n", "0", "-B", "--", "true"], "zero rounds"),
                            (["-r", "no-such-revision", "-B", "--", "true"], "a bad revision"),
