@@ -1,8 +1,9 @@
 // Thread-block cluster PTX wrappers (sm_90 and later): the CTA's rank in its
 // cluster, the cluster-wide barrier (whole, or its arrive and wait apart),
-// loads from another CTA's shared memory (distributed shared memory) and
-// stores into it that complete on the receiver's mbarrier. Shared addresses are 32-bit: a CTA's own address, mapped to
-// the same offset in rank r's shared memory by mapa.
+// loads from another CTA's shared memory (distributed shared memory), and
+// stores into it that complete on the receiver's mbarrier. Shared addresses
+// are 32-bit: a CTA's own address, mapped to the same offset in rank r's
+// shared memory by mapa.
 #pragma once
 #include "common/types.cuh"
 
