@@ -1,6 +1,7 @@
 """bench/ab_ratios.py over synthetic gpu-ab rounds: cujit-serving-bench's CSV
 (times, each round's fraction of copy, variants that differ between the
-trees) and cujit-bench's; a round with one tree only is left out; no rounds,
+trees) and cujit-bench's (its values, the 16-bit time of --dtype fp8 among
+them, out of the row's key); a round with one tree only is left out; no rounds,
 or a CSV of neither shape, fail. Usage: test_ab_ratios.py REPO_ROOT"""
 import os
 import subprocess
@@ -8,7 +9,7 @@ import sys
 import tempfile
 
 SERVING = "part,shape,dtype,page_size,metric,value,bar,verdict,variant\n"
-BENCH = "tag,B,H,S,D,causal,dtype,impl,us,tflops,first_call_ms,variant\n"
+BENCH = "tag,B,H,S,D,causal,dtype,impl,us,tflops,first_call_ms,variant,sixteen_bit_us\n"  # --dtype fp8's
 
 
 def serving_rows(decode_us, fraction, paged_variant):
@@ -50,7 +51,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for side, us in (("new", 900.0), ("old", 1000.0)):
             with open(os.path.join(tmp, f"ab-1-{side}.csv"), "w") as fh:
-                fh.write(BENCH + f"grid,1,16,16384,128,False,bf16,cujit,{us},700,10,attn_fwd_sm90_x\n")
+                fh.write(BENCH + f"grid,1,16,16384,128,False,bf16,cujit,{us},700,10,attn_fwd_sm90_x,{us * 1.4}\n")
         result = run(root, tmp)
         if result.returncode != 0 or "grid 1 16 16384 128 False bf16 cujit: 0.900, faster in 1 of 1" not in result.stdout:
             failures.append(f"cujit-bench CSV: exit status {result.returncode}, {result.stdout}{result.stderr}")
