@@ -423,6 +423,8 @@ void transfer(const Instruction& in, int index, State& state, Cause& cause, cons
       mark_range(state, r, width, value, guard, in.guard_negated, index);
     }
   }
+  // After every destination is marked: a register written under a predicate
+  // that the same instruction writes ("@P1 LOP3.LUT P1, R9, ...") keeps no entry.
   for (std::size_t d : dests) {
     for (const RegisterRef& r : registers_in(in, d)) {
       for (int k = 0; k < r.width && r.index + k < kRegisters; ++k) forget_guard(state, r.index + k);

@@ -53,7 +53,7 @@ __device__ __forceinline__ void ld_shared_cluster_v4_f32(float (&v)[4], u32 addr
 // Stores into a CTA's shared memory through its cluster address (another
 // CTA's, or this one's) that complete their bytes on the mbarrier at `bar`,
 // a cluster address in the same CTA as `addr`. The receiver waits on its own
-// barrier (mbarrier_wait_cluster) for the bytes it expects: no cluster
+// barrier (sm90::mbarrier_wait_cluster) for the bytes it expects: no cluster
 // barrier, and so no release, between the stores and its reads.
 __device__ __forceinline__ void st_async_f32(u32 addr, float v, u32 bar) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];\n" ::"r"(addr), "f"(v),
@@ -65,19 +65,6 @@ __device__ __forceinline__ void st_async_v4_f32(u32 addr, float a, float b, floa
                    addr),
                "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
                : "memory");
-}
-// Waits until this CTA's mbarrier `bar` completes the phase of the given
-// parity, acquiring at cluster scope what other CTAs' st.async completed on it.
-__device__ __forceinline__ void mbarrier_wait_cluster(u32 bar, u32 parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
 }
 #endif
 

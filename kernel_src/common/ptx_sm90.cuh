@@ -35,6 +35,19 @@ __device__ __forceinline__ void mbarrier_wait(u32 bar, u32 parity) {
       "r"(parity)
       : "memory");
 }
+// The same wait, acquiring at cluster scope what other CTAs completed on the
+// barrier (st.async into this CTA's shared memory, ptx_cluster.cuh).
+__device__ __forceinline__ void mbarrier_wait_cluster(u32 bar, u32 parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
 
 // --- TMA -------------------------------------------------------------------
 // 4-D tiled load (coords innermost first) into shared memory, completing on `bar`.

@@ -48,6 +48,14 @@ struct ClusterParts {
   }
 };
 
+// How many rows of the block that starts at packed row m0 the CTA of cluster
+// rank `rank` merges: rows rank, rank + splits, ...
+template <int BM, bool PAIRED>
+__device__ __forceinline__ int rows_merged_by(const DecodeParams& p, int m0, int rank, int splits) {
+  const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
+  return rows > rank ? (rows - rank + splits - 1) / splits : 0;
+}
+
 // Before anything is waited for, by one thread of a CTA that merges in its
 // cluster: its barrier, set to complete once both splits' parts of the rows
 // it merges (row % 2 == split) have landed, each row's kHeadD columns and its
@@ -55,6 +63,9 @@ struct ClusterParts {
 // follows its loop, which the fence orders the barrier's set-up before.
 template <int kHeadD, int BM, bool PAIRED>
 __device__ __forceinline__ void expect_pushed_parts(const DecodeParams& p, u32 bar, int split, int m0) {
+  // rows_merged_by(p, m0, split, 2), written out as in the machine code the
+  // GPU suite ran: through the helper, ptxas schedules one sm_90a variant's
+  // prologue differently.
   const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
   const int my_rows = rows > split ? (rows - split + 1) / 2 : 0;
   sm90::mbarrier_init(bar, 1);
@@ -126,17 +137,17 @@ __device__ __forceinline__ void merge_pushed_cluster_parts(const DecodeParams& p
                                                            int m0, int batch, int head_kv) {
   using Parts = ClusterParts<D, BM>;
   constexpr int kChunks = D / 4;  // 4 columns per thread and row
-  mbarrier_wait_cluster(bar, 0);  // every part of this CTA's rows is stored
+  sm90::mbarrier_wait_cluster(bar, 0);  // every part of this CTA's rows is stored
 
   using Heads = TileHeads<PAIRED, D / 2>;
-  const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
-  const int my_rows = rows > split ? (rows - split + 1) / 2 : 0;
+  const int my_rows = rows_merged_by<BM, PAIRED>(p, m0, split, kMaxDecodeClusterSplits);
   for (int idx = int(threadIdx.x); idx < my_rows * kChunks; idx += kThreads) {
     const int row = split + (idx / kChunks) * 2;
     const int col = (idx % kChunks) * 4;
     if (!Heads::owns(p, m0 + row, col)) continue;  // the other head's columns
     merge_part_columns<D, kMaxDecodeClusterSplits, T, PAIRED>(
-        p, kMaxDecodeClusterSplits, batch, head_kv, m0, row, col, [&](int s) { return ld_shared_f32(Parts::lse(part, s, row)); },
+        p, kMaxDecodeClusterSplits, batch, head_kv, m0, row, col,
+        [&](int s) { return ld_shared_f32(Parts::lse(part, s, row)); },
         [&](int s, float (&x)[4]) { ld_shared_v4_f32(x, Parts::o(part, s, row, col)); });
   }
 }
@@ -178,8 +189,7 @@ __device__ __forceinline__ void merge_pulled_cluster_parts(const DecodeParams& p
   const int rank = int(cluster_ctarank());
   const int splits = p.splits;
   using Heads = TileHeads<PAIRED, D / 2>;
-  const int rows = min(BM, (PAIRED ? 2 * p.rows : p.rows) - m0);
-  const int my_rows = rows > rank ? (rows - rank + splits - 1) / splits : 0;
+  const int my_rows = rows_merged_by<BM, PAIRED>(p, m0, rank, splits);
   for (int idx = int(threadIdx.x); idx < my_rows * kChunks; idx += kThreads) {
     const int row = rank + (idx / kChunks) * splits;
     const int col = (idx % kChunks) * 4;
