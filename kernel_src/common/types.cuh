@@ -26,6 +26,9 @@ template <class T> struct element_traits { static constexpr int bytes = sizeof(T
 template <class A, class B> struct same_type { static constexpr bool value = false; };
 template <class A> struct same_type<A, A> { static constexpr bool value = true; };
 
+template <bool C, class A, class B> struct select_type { using type = A; };
+template <class A, class B> struct select_type<false, A, B> { using type = B; };
+
 template <class T> struct is_fp8 { static constexpr bool value = same_type<T, e4m3>::value || same_type<T, e5m2>::value; };
 
 }  // namespace cujit

@@ -154,7 +154,7 @@ TEST(AttnSpec, AnFp8CacheIsKeyedApart) {
   const jit::Json config = decode.default_config(fp8, jit::offline_target("sm_90a"));
   EXPECT_EQ(decode.variant_name(fp8, config), "attn_decode_d128_bf16_kve4m3_causal_paged_bm16_bn128_st3_w4");
   EXPECT_EQ(decode.name_expression(fp8, config),
-            "cujit::decode::attn_decode<128, 16, 128, 3, 4, cujit::bf16, cujit::e4m3, true, true, false, false>");
+            "cujit::decode::attn_decode<128, 16, 128, 3, 4, cujit::bf16, cujit::e4m3, true, true, false, false, false>");
   EXPECT_TRUE(decode.why_pruned(fp8, config, jit::offline_target("sm_80")).has_value()) << "e4m3 needs sm_89";
   jit::Json d256 = fp8;
   d256["d"] = 256;
@@ -177,7 +177,7 @@ TEST(AttnSpec, AnE5m2CacheIsKeyedApartFromE4m3) {
   const jit::Json config = decode.default_config(json, jit::offline_target("sm_90a"));
   EXPECT_EQ(decode.variant_name(json, config), "attn_decode_d128_bf16_kve5m2_causal_paged_bm16_bn128_st3_w4");
   EXPECT_EQ(decode.name_expression(json, config),
-            "cujit::decode::attn_decode<128, 16, 128, 3, 4, cujit::bf16, cujit::e5m2, true, true, false, false>");
+            "cujit::decode::attn_decode<128, 16, 128, 3, 4, cujit::bf16, cujit::e5m2, true, true, false, false, false>");
   // A byte permute, not an FP8 instruction: sm_80 has the kernel.
   EXPECT_FALSE(decode.why_pruned(json, config, jit::offline_target("sm_80")).has_value());
   jit::Json unknown = json;

@@ -86,6 +86,54 @@ TEST(DecodePlan, SixtyFourPackedRowsAndHeadDim256KeepTheCombinePass) {
   }
 }
 
+// Warpgroup-MMA configs (attn_decode.cu, WG): sm_90a and a 16-bit cache,
+// 32 or more packed rows in a tile of 64, 64 or 128 keys a warpgroup. A
+// block of 32 rows (MQA at 32 query heads) is one 64-row tile: one row block
+// where the 32-row tiles of the same rows need one too, its Q tile padded,
+// with room to align the swizzle atoms; never merged in a cluster.
+TEST(DecodePlan, WarpgroupMmaConfigsTakeSixtyFourRowTilesOnSm90aOnly) {
+  const auto& decode = jit::detail::decode_attention_family();
+  AttnProblem mqa = long_decode(0);
+  mqa.batch = 4;
+  mqa.heads_kv = 1;  // 32 packed rows
+  mqa.page_size = 0;
+  const jit::Json spec = decode.spec_for(mqa);
+  ASSERT_EQ(spec.at("bm").get<int>(), 32);
+  const jit::Json wg = {{"bn", 64}, {"stages", 4}, {"warps", 4}, {"wg", true}};
+  const jit::Json mma = {{"bn", 64}, {"stages", 4}, {"warps", 4}};
+  const jit::Target sm90 = target("sm_90a");
+  EXPECT_EQ(decode.why_pruned(spec, wg, sm90), std::nullopt);
+  EXPECT_EQ(decode.variant_name(spec, wg), "attn_decode_d128_bf16_causal_bm64_bn64_st4_w4_wg");
+  EXPECT_EQ(decode.name_expression(spec, wg),
+            "cujit::decode::attn_decode<128, 64, 64, 4, 4, cujit::bf16, cujit::bf16, true, false, false, false, true>");
+  EXPECT_EQ(decode.variant_name(spec, mma), "attn_decode_d128_bf16_causal_bm32_bn64_st4_w4");
+  EXPECT_FALSE(mma.contains("wg")) << "the other configs' records stay as they were";
+
+  const AttnPlan with = decode.plan(mqa, wg, sm90);
+  const AttnPlan without = decode.plan(mqa, mma, sm90);
+  EXPECT_EQ(with.steps[0].geometry.grid.x, without.steps[0].geometry.grid.x) << "one row block either way";
+  EXPECT_EQ(with.key_splits, without.key_splits);
+  EXPECT_EQ(with.steps[0].geometry.block.x, 128u);
+  EXPECT_EQ(with.steps[0].geometry.cluster_x, 1u);
+  EXPECT_EQ(with.step_count, 2) << "the combine pass";
+  EXPECT_EQ(with.steps[0].geometry.smem_bytes,
+            unsigned(cujit::decode_smem_bytes(128, 64, 64, 4, 4, false, 2, false, 0) + cujit::kDecodeWgAlign));
+
+  // Where they do not apply.
+  EXPECT_TRUE(decode.why_pruned(spec, wg, target("sm_89")).has_value());
+  EXPECT_TRUE(decode.why_pruned(spec, {{"bn", 64}, {"stages", 4}, {"warps", 8}, {"wg", true}}, sm90).has_value())
+      << "32 keys a warpgroup";
+  EXPECT_EQ(decode.why_pruned(spec, {{"bn", 128}, {"stages", 3}, {"warps", 8}, {"wg", true}}, sm90), std::nullopt);
+  AttnProblem fp8 = mqa;
+  fp8.fp8_kv = true;
+  EXPECT_TRUE(decode.why_pruned(decode.spec_for(fp8), wg, sm90).has_value());
+  AttnProblem gqa4 = long_decode(0);  // 4 packed rows
+  EXPECT_TRUE(decode.why_pruned(decode.spec_for(gqa4), wg, sm90).has_value());
+  AttnProblem d256 = mqa;
+  d256.head_dim = 256;
+  EXPECT_TRUE(decode.why_pruned(decode.spec_for(d256), wg, sm90).has_value());
+}
+
 TEST(DecodePlan, OneSplitIsOneLaunchWithoutClusters) {
   for (const char* arch : {"sm_90a", "sm_89"}) {
     SCOPED_TRACE(arch);
@@ -283,8 +331,8 @@ TEST(DecodePlan, FactorsPerPageTakeAVariantWithTheirRoomInTheRing) {
   EXPECT_NE(decode.variant_name(spec, config).find("_paged_pagescale_"), std::string::npos)
       << decode.variant_name(spec, config);
   const std::string expression = decode.name_expression(spec, config);
-  EXPECT_EQ(expression.substr(expression.size() - 7), ", true>") << expression;
-  EXPECT_EQ(decode.name_expression(per_sequence, config).find(", false, false>") + 15,
+  EXPECT_EQ(expression.substr(expression.size() - 14), ", true, false>") << expression;
+  EXPECT_EQ(decode.name_expression(per_sequence, config).find(", false, false, false>") + 22,
             decode.name_expression(per_sequence, config).size());
   const AttnPlan with = decode.plan(p, config, sm90);
   p.descale_per_page = false;

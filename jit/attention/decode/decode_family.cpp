@@ -23,12 +23,20 @@ namespace {
 
 struct DecodeConfig {
   int bn, stages, warps;
+  // The products by warpgroup MMAs (sm_90a, 16-bit caches), in a tile of 64
+  // rows (attn_decode.cu, WG). Written only when set, so that the other
+  // configs' records read as before.
+  bool wg = false;
 };
-void to_json(Json& j, const DecodeConfig& c) { j = Json{{"bn", c.bn}, {"stages", c.stages}, {"warps", c.warps}}; }
+void to_json(Json& j, const DecodeConfig& c) {
+  j = Json{{"bn", c.bn}, {"stages", c.stages}, {"warps", c.warps}};
+  if (c.wg) j["wg"] = true;
+}
 void from_json(const Json& j, DecodeConfig& c) {
   j.at("bn").get_to(c.bn);
   j.at("stages").get_to(c.stages);
   j.at("warps").get_to(c.warps);
+  c.wg = j.value("wg", false);
 }
 
 // What launch() needs beyond the problem, fixed by the plan.
@@ -42,14 +50,19 @@ struct DecodeStepData {
 // when paired (attn_decode.cu, PAIRED).
 int tile_head_dim(const AttnSpec& s) { return s.paired_kv_heads ? 2 * s.head_dim : s.head_dim; }
 
+// The kernel tile's packed rows, its template's BM: a warpgroup MMA's 64 for
+// wg configs, which take blocks of 32 rows as 64 with half of them padding
+// (the tensor pipe's time is not what a decode waits for).
+int tile_block_m(const AttnSpec& s, const DecodeConfig& c) { return c.wg ? 64 : s.block_m; }
+
 // On sm_90 a variant that carries the cluster merge (attn_decode.cu) merges
 // a row block's 2 to kMaxDecodeClusterSplits splits within their
 // thread-block cluster, through distributed shared memory: no combine pass
 // (its launch, its wait for the whole grid and the parts' round trip through
 // global memory cost about 3 us a call on the H100), no workspace. Its
 // shared memory keeps room for the CTA's part.
-bool merges_in_clusters(const AttnSpec& s, const Target& target) {
-  return target.cc >= 90 && cujit::decode_cluster_mergeable(tile_head_dim(s), s.block_m);
+bool merges_in_clusters(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
+  return target.cc >= 90 && cujit::decode_cluster_mergeable(tile_head_dim(s), tile_block_m(s, c));
 }
 
 // A token-major FP8 cache at head dim 64 with at most 4 packed rows per KV
@@ -86,13 +99,15 @@ int block_m_for(std::int64_t packed_rows) {
 // bf16 at head dim 64 with 128 keys a warp of 16 rows: 7 of its 30 variants
 // spilled 8-32 bytes at 255 registers on sm_90a (the e4m3 ones fit).
 int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
-  const int key_warps = c.warps / cujit::decode_row_warps(s.block_m);
+  const int key_warps = c.warps / cujit::decode_row_warps(tile_block_m(s, c));
   const int keys_per_warp = c.bn / key_warps;
-  const int warp_rows = std::min(s.block_m, 16);
+  const int warp_rows = std::min(tile_block_m(s, c), 16);
   const int d = tile_head_dim(s);
   const bool fp8_to_bf16 = s.fp8_kv && s.dtype == DType::bf16;
   const bool e5m2_wide =
       fp8_to_bf16 && s.fp8_format == DType::e5m2 && d == 64 && keys_per_warp == 128 && warp_rows == 16;
+  // Warpgroup MMAs read Q from shared memory.
+  if (c.wg) return d / 2 + keys_per_warp / 2 + 96;
   return (d / 2 + keys_per_warp / 2 + (d <= 128 ? d / 4 : 0)) * warp_rows / 16 + (d > 128 ? 112 : 96) +
          (fp8_to_bf16 ? 32 : 0) + (e5m2_wide ? 16 : 0);
 }
@@ -129,7 +144,7 @@ constexpr SpillingConfig kSm90PageDescaleSpills[] = {
     {128, true, 32, 64, 3, 2}, {128, true, 32, 64, 6, 2}, {128, false, 32, 64, 3, 2}};
 
 bool spills_on_sm90(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
-  if (target.cc != 90) return false;
+  if (target.cc != 90 || c.wg) return false;
   auto listed = [&](std::span<const SpillingConfig> list) {
     return std::ranges::any_of(list, [&](const SpillingConfig& x) {
       return x.head_dim == s.head_dim && x.causal == s.causal && x.block_m == s.block_m && x.bn == c.bn &&
@@ -156,10 +171,29 @@ std::optional<std::string> why_head_dim_256_is_out(const AttnSpec& s, const Deco
 
 int kv_bytes(const AttnSpec& s) { return s.fp8_kv ? 1 : 2; }
 
+// Warpgroup MMAs (attn_decode.cu, WG) need sm_90a and 16-bit K and V (the
+// FP8 path converts in registers, which a shared-memory operand skips), at
+// head dim 64 or 128 (O's fp32 at 256 would take every register), and pay
+// for a 64-row tile: blocks of 32 rows and more only. Each warpgroup takes 64
+// or 128 keys of a block, the N of one MMA.
+std::optional<std::string> why_not_warpgroup_mma(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
+  if (!c.wg) return std::nullopt;
+  if (target.cc != 90) return fmt::format("warpgroup MMAs need sm_90a, not {}", target.arch);
+  if (s.fp8_kv) return "warpgroup MMAs read 16-bit K and V, not an FP8 cache";
+  if (s.head_dim > 128) return fmt::format("warpgroup MMAs at head dim {} spill: 64 or 128 only", s.head_dim);
+  if (s.block_m < 32) return fmt::format("{} rows in a warpgroup MMA's 64 waste too much of it", s.block_m);
+  if (c.warps % 4 != 0) return fmt::format("{} warps are not whole warpgroups", c.warps);
+  if (const int keys = c.bn / (c.warps / 4); keys != 64 && keys != 128) {
+    return fmt::format("{} keys a warpgroup: 64 or 128", keys);
+  }
+  return std::nullopt;
+}
+
 int smem_bytes(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
-  return cujit::decode_smem_bytes(tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
-                                  merges_in_clusters(s, target),
-                                  cujit::decode_page_factor_heads(s.page_descale, s.paired_kv_heads));
+  return cujit::decode_smem_bytes(tile_head_dim(s), tile_block_m(s, c), c.bn, c.stages, c.warps, s.paged,
+                                  kv_bytes(s), merges_in_clusters(s, c, target),
+                                  cujit::decode_page_factor_heads(s.page_descale, s.paired_kv_heads)) +
+         (c.wg ? cujit::kDecodeWgAlign : 0);
 }
 
 std::size_t align_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
@@ -241,6 +275,11 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     for (int bn : {32, 64, 128})
       for (int warps : {2, 4, 8})
         for (int stages : {2, 3, 4, 6, 8}) space.push_back({bn, stages, warps});
+    // Warpgroup MMAs: one warpgroup, or two that share each block's keys,
+    // 64 or 128 keys each.
+    for (int bn : {64, 128})
+      for (int warps : {4, 8})
+        for (int stages : {2, 3, 4, 6, 8}) space.push_back({bn, stages, warps, true});
     return space;
   }
 
@@ -259,7 +298,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (s.block_m != 8 && (s.block_m % 16 != 0 || s.block_m < 16 || s.block_m > 64)) {
       return fmt::format("BM {} is not 8, 16, 32, 48 or 64", s.block_m);
     }
-    const int row_warps = cujit::decode_row_warps(s.block_m);
+    if (auto why = why_not_warpgroup_mma(s, c, target)) return why;
+    const int row_warps = cujit::decode_row_warps(tile_block_m(s, c));
     if (c.warps % row_warps != 0) return fmt::format("{} warps do not tile {} rows of 16", c.warps, row_warps);
     const int key_warps = c.warps / row_warps;
     if (c.bn % (16 * key_warps) != 0) return fmt::format("BN {} is not 16 keys for each of {} warps", c.bn, key_warps);
@@ -297,18 +337,19 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   std::string typed_variant_name(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("attn_decode_d{}_{}{}{}{}{}{}_bm{}_bn{}_st{}_w{}", s.head_dim, kernel_dtype_name(s.dtype),
+    return fmt::format("attn_decode_d{}_{}{}{}{}{}{}_bm{}_bn{}_st{}_w{}{}", s.head_dim, kernel_dtype_name(s.dtype),
                        s.fp8_kv ? fmt::format("_kv{}", kernel_dtype_name(s.fp8_format)) : "",
                        s.paired_kv_heads ? "_kvheads2" : "", s.causal ? "_causal" : "", s.paged ? "_paged" : "",
-                       s.page_descale ? "_pagescale" : "", s.block_m, c.bn, c.stages, c.warps);
+                       s.page_descale ? "_pagescale" : "", tile_block_m(s, c), c.bn, c.stages, c.warps,
+                       c.wg ? "_wg" : "");
   }
 
   std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}, {}>",
-                       tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
+    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}, {}, {}>",
+                       tile_head_dim(s), tile_block_m(s, c), c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
                        kernel_dtype_name(s.fp8_kv ? s.fp8_format : s.dtype), s.causal ? "true" : "false",
                        s.paged ? "true" : "false", s.paired_kv_heads ? "true" : "false",
-                       s.page_descale ? "true" : "false");
+                       s.page_descale ? "true" : "false", c.wg ? "true" : "false");
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {
@@ -340,7 +381,8 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   AttnPlan typed_plan(const AttnProblem& problem, const DecodeConfig& c, const Target& target) const override {
     const AttnSpec s = spec_for(problem);
     const std::int64_t rows = decode_packed_rows(problem);
-    const std::int64_t m_blocks = s.paired_kv_heads ? 1 : (rows + s.block_m - 1) / s.block_m;
+    const int block_m = tile_block_m(s, c);
+    const std::int64_t m_blocks = s.paired_kv_heads ? 1 : (rows + block_m - 1) / block_m;
     const std::int64_t ctas = problem.batch * ctas_kv_heads(problem) * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
     const int smem = smem_bytes(s, c, target);
@@ -363,7 +405,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       throw Error(ErrorCode::Unsupported, fmt::format("{} splits of {} row blocks exceed the grid", splits, m_blocks));
     }
     const bool pdl = target.cc >= 90 && knobs().pdl;
-    const bool cluster_merge = merges_in_clusters(s, target) && splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
+    const bool cluster_merge = merges_in_clusters(s, c, target) && splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
 
     AttnPlan plan;
     AttnStep& step = plan.add_step();

@@ -47,4 +47,22 @@ struct SmemTile {
   }
 };
 
+// A (ROWS, D) tile of 16-bit elements as warpgroup MMAs read it with the
+// 128-byte swizzle (the sm90 family's TMA layout): D / 64 column chunks, each
+// ROWS rows of 128 bytes, whose 16-byte units are XOR-swizzled by row % 8.
+// The hardware swizzles address bits 4-6 by bits 7-9, which is the same
+// thing when the tile starts 1024-byte aligned.
+template <int ROWS, int D>
+struct SmemTileSw128 {
+  static_assert(D % 64 == 0, "whole 64-column chunks");
+  static_assert(ROWS % 8 == 0, "whole 8-row swizzle atoms");
+  static constexpr int kBytes = ROWS * D * 2;
+
+  // Byte offset of element (row, col); as SmemTile's.
+  __device__ static __forceinline__ u32 offset(int row, int col) {
+    const int unit = ((col >> 3) & 7) ^ (row & 7);
+    return u32((col >> 6) * ROWS * 128 + row * 128 + unit * 16 + (col & 7) * 2);
+  }
+};
+
 }  // namespace cujit

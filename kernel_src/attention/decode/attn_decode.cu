@@ -44,6 +44,11 @@
 // factor, and each probability by its key's V factor over the split's first
 // key's (for P in T: a ratio stays near 1 where f16 could not hold a small
 // factor's products); that first factor scales the output.
+//
+// WG (sm_90a, a 16-bit cache, 64 packed rows): the two products of each
+// block by warpgroup MMAs (warpgroup_products.cuh), each warpgroup taking
+// all 64 rows and its share of the block's keys; Q, K and V land in the
+// layout those read (SmemTileSw128), and the rest is the 16-row path's.
 #include "attention/common/online_softmax.cuh"
 #include "attention/common/register_tile.cuh"
 #include "attention/common/smem_tile.cuh"
@@ -53,6 +58,9 @@
 #include "attention/decode/keys_as_rows.cuh"
 #include "attention/decode/tile_heads.cuh"
 #include "attention/head_dims.h"
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#include "attention/decode/warpgroup_products.cuh"
+#endif
 
 namespace cujit::decode {
 
@@ -71,7 +79,7 @@ __host__ __device__ constexpr int decode_min_ctas_per_sm(bool fp8) {
 #endif
 }
 template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED, bool PAIRED,
-          bool PAGE_DESCALE>
+          bool PAGE_DESCALE, bool WG>
 __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>::value)) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = is_fp8<TKV>::value;
@@ -84,12 +92,17 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   static_assert(WARPS % WM == 0, "the warps tile the rows evenly");
   constexpr int WN = WARPS / WM;   // warps across each block's keys
   static_assert(BN % (16 * WN) == 0, "each warp takes whole 16-key steps of a block");
+  static_assert(!WG || (BN / WN) % 64 == 0, "a warpgroup takes 64 or 128 keys of a block");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
   static_assert(!PAGED || BN <= WARPS * 32, "paged: each key of a block has its own thread to look its page up");
   static_assert(!PAIRED || (kFp8 && BM == 8 && D == 128), "paired KV heads: an FP8 cache at head dim 64, 8 rows");
   constexpr int kHeadD = PAIRED ? D / 2 : D;  // one KV head's columns
   static_assert(!PAGE_DESCALE || (kFp8 && PAGED), "descale factors per page: a paged FP8 cache");
   constexpr int kFactorHeads = decode_page_factor_heads(PAGE_DESCALE, PAIRED);
+  static_assert(!WG || (BM == 64 && !kFp8 && D <= 128), "warpgroup MMAs: 64 rows over a 16-bit cache, D <= 128");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  static_assert(!WG, "warpgroup MMAs need sm_90a");
+#endif
 
   constexpr int kThreads = WARPS * 32;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -108,8 +121,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // merges them; the others leave them for it to pull (cluster_merge.cuh).
   constexpr bool kPushParts = kClusterMerge && decode_pushes_parts(BM, KB);
   static_assert(!kPushParts || (kKeysAsRows && kFp8), "the pushed merge is the FP8 keys-as-rows epilogue's");
-  using QTile = SmemTile<BM, D, 2>;
-  using KVTile = SmemTile<BN, D, KB>;
+  using QTile = typename select_type<WG, SmemTileSw128<BM, D>, SmemTile<BM, D, 2>>::type;
+  using KVTile = typename select_type<WG, SmemTileSw128<BN, D>, SmemTile<BN, D, KB>>::type;
   constexpr int kChunks = D / 8;                   // 16-byte chunks per row of Q and the output
   constexpr int kKvChunks = D * KB / 16;           // and per row of K and V
   static_assert(kThreads % kKvChunks == 0, "each thread loads one column of chunks");
@@ -119,7 +132,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   static_assert(!PAGED || kPasses <= kMaxPagedLoadPasses, "paged: each load pass holds its key's page lookup");
 
   extern __shared__ __align__(128) unsigned char smem[];
-  const u32 sQ = smem_addr(smem);
+  // WG: the swizzle atoms start 1024-byte aligned (the host adds the slack).
+  const u32 sQ = WG ? (smem_addr(smem) + u32(kDecodeWgAlign - 1)) & ~u32(kDecodeWgAlign - 1) : smem_addr(smem);
   const u32 sK = sQ + QTile::kBytes;
   const u32 sV = sK + STAGES * KVTile::kBytes;
 
@@ -343,6 +357,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // blocks ahead.
   auto next_block = [&](int block) {
     cp_async_wait_group<STAGES - 2>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if constexpr (WG) sm90::fence_proxy_async_shared();  // this thread's landed bytes, for the MMAs' reads
+#endif
     __syncthreads();  // the block (and block + STAGES - 1's page ids) landed for all; block - 1's stage is free
     load_kv(block + STAGES - 1);
     copy_table(block + 2 * STAGES - 2);
@@ -520,7 +537,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         ldmatrix_x4(a, sQ + QTile::offset(warp_m * 16 + lane % 16, kt * 16 + (lane / 16) * 8));
       }
     };
-    constexpr bool kQInRegisters = D <= 128;  // else read per block: the registers go to O
+    constexpr bool kQInRegisters = !WG && D <= 128;  // else read per block: the registers go to O (WG: not read)
     u32 q_frag[kQInRegisters ? KT : 1][4];
     if constexpr (kQInRegisters) {
 #pragma unroll
@@ -557,8 +574,12 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         }
       };
       float s[MT][NT][4];
-      zero(s);
-      if constexpr (kFp8) {
+      if constexpr (WG) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        warpgroup_scores<D, KW, BN, T>(s[0], sQ, k_stage + u32(warp_key0 * 128));
+#endif
+      } else if constexpr (kFp8) {
+        zero(s);
         // Per ldmatrix: 16 keys by two 16-column steps of the head dim, the
         // register of matrix j holding key lane / 4 (+ 8 for j >= 2), columns
         // 4 (lane % 4) .. + 3 of step j % 2.
@@ -583,6 +604,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
           }
         }
       } else {
+        zero(s);
 #pragma unroll
         for (int kt = 0; kt < KT; ++kt) {
           u32 a[4];
@@ -629,6 +651,11 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
       softmax.update(s, o);
       if constexpr (PAGE_DESCALE) scale_by_factors(1, v_first_inv[0]);
 
+      if constexpr (WG) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        warpgroup_pv<D, KW, BN, T>(o[0], s, v_stage + u32(warp_key0 * 128));
+#endif
+      } else {
 #pragma unroll
       for (int pk = 0; pk < PT; ++pk) {
         u32 a[4];
@@ -663,6 +690,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
             mma_m16n8k16<T>(o[0][2 * dp + 1], a, b[2], b[3]);
           }
         }
+      }
       }
     }
     cp_async_wait_group<0>();

@@ -25,6 +25,11 @@ CUJIT_HOST_DEVICE constexpr int decode_stream_bytes(int d, int bm, int bn, int s
          stages * 2 * factor_heads * bn * 4;
 }
 
+// Tiles multiplied by warpgroup MMAs (attn_decode.cu, WG) start at the
+// next 1024-byte boundary, where the 128-byte swizzle's atoms must: the host
+// asks for that much more shared memory.
+constexpr int kDecodeWgAlign = 1024;
+
 // Paged, each load pass of a block (rows a thread loads) looks its key's page
 // up; more than 16 passes (D = 256 at two warps and 64 keys: 32) spill on
 // sm_90a.
