@@ -123,6 +123,8 @@ TEST(DecodePlan, WarpgroupMmaConfigsTakeSixtyFourRowTilesOnSm90aOnly) {
   EXPECT_TRUE(decode.why_pruned(spec, wg, target("sm_89")).has_value());
   EXPECT_TRUE(decode.why_pruned(spec, {{"bn", 64}, {"stages", 4}, {"warps", 8}, {"wg", true}}, sm90).has_value())
       << "32 keys a warpgroup";
+  EXPECT_TRUE(decode.why_pruned(spec, {{"bn", 64}, {"stages", 2}, {"warps", 4}, {"wg", true}}, sm90).has_value())
+      << "no stage for the last block's P V";
   EXPECT_EQ(decode.why_pruned(spec, {{"bn", 128}, {"stages", 3}, {"warps", 8}, {"wg", true}}, sm90), std::nullopt);
   AttnProblem fp8 = mqa;
   fp8.fp8_kv = true;

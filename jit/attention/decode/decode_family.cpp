@@ -175,7 +175,8 @@ int kv_bytes(const AttnSpec& s) { return s.fp8_kv ? 1 : 2; }
 // FP8 path converts in registers, which a shared-memory operand skips), at
 // head dim 64 or 128 (O's fp32 at 256 would take every register), and pay
 // for a 64-row tile: blocks of 32 rows and more only. Each warpgroup takes 64
-// or 128 keys of a block, the N of one MMA.
+// or 128 keys of a block, the N of one MMA, and the ring leads by one block
+// less than its stages (attn_decode.cu, kLead).
 std::optional<std::string> why_not_warpgroup_mma(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
   if (!c.wg) return std::nullopt;
   if (target.cc != 90) return fmt::format("warpgroup MMAs need sm_90a, not {}", target.arch);
@@ -183,6 +184,7 @@ std::optional<std::string> why_not_warpgroup_mma(const AttnSpec& s, const Decode
   if (s.head_dim > 128) return fmt::format("warpgroup MMAs at head dim {} spill: 64 or 128 only", s.head_dim);
   if (s.block_m < 32) return fmt::format("{} rows in a warpgroup MMA's 64 waste too much of it", s.block_m);
   if (c.warps % 4 != 0) return fmt::format("{} warps are not whole warpgroups", c.warps);
+  if (c.stages < 3) return "warpgroup MMAs keep a stage for the last block's P V: at least 3 stages";
   if (const int keys = c.bn / (c.warps / 4); keys != 64 && keys != 128) {
     return fmt::format("{} keys a warpgroup: 64 or 128", keys);
   }
@@ -276,10 +278,10 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       for (int warps : {2, 4, 8})
         for (int stages : {2, 3, 4, 6, 8}) space.push_back({bn, stages, warps});
     // Warpgroup MMAs: one warpgroup, or two that share each block's keys,
-    // 64 or 128 keys each.
+    // 64 or 128 keys each; a stage of the ring is the last block's P V's.
     for (int bn : {64, 128})
       for (int warps : {4, 8})
-        for (int stages : {2, 3, 4, 6, 8}) space.push_back({bn, stages, warps, true});
+        for (int stages : {3, 4, 6, 8}) space.push_back({bn, stages, warps, true});
     return space;
   }
 

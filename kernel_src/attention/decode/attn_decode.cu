@@ -5,8 +5,8 @@
 // KV head times the new rows) against one split of one sequence's keys, so
 // each K/V byte is read once per KV head. K/V blocks of BN keys stream
 // through a STAGES-deep cp.async ring, from a contiguous cache or from pages
-// found through the block table (whose entries ride STAGES - 1 blocks ahead
-// in the same ring). Each warp owns 16
+// found through the block table (whose entries ride the ring's lead ahead of
+// the blocks' own loads in the same ring). Each warp owns 16
 // rows (BM / 16 warps across the rows) and a share of each block's keys (the
 // other WARPS / (BM / 16) across the keys), with its own online softmax; a
 // block of 8 rows turns the products around, keys as the MMA's rows, and all
@@ -79,7 +79,7 @@ __host__ __device__ constexpr int decode_min_ctas_per_sm(bool fp8) {
 #endif
 }
 template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED, bool PAIRED,
-          bool PAGE_DESCALE, bool WG>
+          bool PAGE_DESCALE, bool WG = false>
 __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>::value)) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = is_fp8<TKV>::value;
@@ -211,11 +211,13 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   }
 
   // This thread loads chunk column my_col of rows my_row + pass * kRowsPerPass
-  // of each block. Paged: a block's page ids (the table entries from its first
-  // key's page to its last key's, at most BN) are copied by cp.async into a
-  // shared slot in the group that carries the data of the block STAGES - 1
-  // before it, so they land STAGES - 1 blocks before its own loads are
-  // issued: a table read queues behind the K/V bytes in flight, and with
+  // of each block, kLead blocks ahead of the one in use: STAGES - 1, or with
+  // warpgroup MMAs STAGES - 2, whose last block's P V still reads its stage
+  // while the next block's loads go out. Paged: a block's page ids (the table
+  // entries from its first key's page to its last key's, at most BN) are
+  // copied by cp.async into a shared slot in the group that carries the data
+  // of the block kLead before it, so they land kLead blocks before its own
+  // loads are issued: a table read queues behind the K/V bytes in flight, and with
   // less lead than the ring's a deep ring waited on it every block (the
   // paged decode got slower with every stage past three). Slots are indexed
   // block % (2 * STAGES), so that the prologue's need no barrier between
@@ -225,6 +227,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   // PAIRED: the thread's chunks are of KV head 2y + my_col / 64, at my_col % 64.
   const int my_head_kv = PAIRED ? 2 * head_kv + my_col / kHeadD : head_kv;
   const int my_src_col = PAIRED ? my_col % kHeadD : my_col;
+  constexpr int kLead = WG ? STAGES - 2 : STAGES - 1;
+  static_assert(kLead >= 1, "warpgroup MMAs keep a stage for the last block's P V: at least 3 stages");
   constexpr int kTableSlots = 2 * STAGES;
   const u32 sTable = sV + STAGES * KVTile::kBytes;  // [kTableSlots][BN] page ids
   // PAGE_DESCALE: [STAGES][K, V][kFactorHeads][BN] factors, one a key. A
@@ -314,24 +318,24 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     }
   };
 
-  // STAGES - 1 blocks in flight ahead of the one in use; every group is
+  // kLead blocks in flight ahead of the one in use; every group is
   // committed even when empty, so the wait counts are constants. Group n
-  // carries block n's K/V and block n + STAGES - 1's page ids; the page ids
-  // of the first STAGES - 1 blocks come first, and are waited for.
+  // carries block n's K/V and block n + kLead's page ids; the page ids
+  // of the first kLead blocks come first, and are waited for.
   if constexpr (PAGED) {
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; ++s) copy_table(s);
+    for (int s = 0; s < kLead; ++s) copy_table(s);
     cp_async_commit_group();
     cp_async_wait_group<0>();
     __syncthreads();
   }
 #pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
+  for (int s = 0; s < kLead; ++s) {
     load_kv(s);
-    copy_table(s + STAGES - 1);
+    copy_table(s + kLead);
     cp_async_commit_group();
   }
-  cp_async_wait_group<STAGES - 1>();  // the Q group
+  cp_async_wait_group<kLead>();  // the Q group
   __syncthreads();
 
   // PAGE_DESCALE: the V factor of the split's first key, per KV head of the
@@ -353,16 +357,16 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   }
 
   const int warp_key0 = warp_n * KW;  // this warp's keys within a block
-  // Each block: wait until it has landed, then issue the loads STAGES - 1
+  // Each block: wait until it has landed, then issue the loads kLead
   // blocks ahead.
   auto next_block = [&](int block) {
-    cp_async_wait_group<STAGES - 2>();
+    cp_async_wait_group<kLead - 1>();
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     if constexpr (WG) sm90::fence_proxy_async_shared();  // this thread's landed bytes, for the MMAs' reads
 #endif
-    __syncthreads();  // the block (and block + STAGES - 1's page ids) landed for all; block - 1's stage is free
-    load_kv(block + STAGES - 1);
-    copy_table(block + 2 * STAGES - 2);
+    __syncthreads();  // the block (and block + kLead's page ids) landed for all; block + kLead's stage is free
+    load_kv(block + kLead);
+    copy_table(block + 2 * kLead);
     cp_async_commit_group();
   };
 
@@ -560,6 +564,64 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     zero(o);
     OnlineSoftmax<MT, NT, DT> softmax(scale_log2);
 
+    // Keys past the split's end or a row's diagonal: a select per score.
+    auto mask_scores = [&](float (&s)[MT][NT][4], int block) {
+      const int key0 = k_begin + block * BN + warp_key0;
+      const float neg_inf = -__int_as_float(0x7f800000);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const int key = key0 + nt * 8 + 2 * (lane % 4) + e;
+              s[mt][nt][2 * r + e] = key < key_limit[mt][r] ? s[mt][nt][2 * r + e] : neg_inf;
+            }
+    };
+
+    if constexpr (WG) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      // Each block's S = Q K^T goes out with the last block's O += P V behind
+      // it: the softmax waits for S alone and runs while P V does, and O is
+      // rescaled once P V has landed (the ring's lead, kLead, leaves the
+      // stage P V reads alone).
+      u32 pa[KW / 16][4];
+      // Inlined at two calls, the first block's (first: no P V before it) and
+      // the loop's, so that no branch sits between P V's registers and its
+      // issue (one there made ptxas move them and add a warpgroup arrive).
+      auto wg_block = [&](int block, bool first) {
+        next_block(block);
+        const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
+        const u32 v_last = sV + u32((block + STAGES - 1) % STAGES) * KVTile::kBytes;
+        float s[MT][NT][4];
+        issue_warpgroup_scores<D, KW, BN, T>(s[0], sQ, k_stage + u32(warp_key0 * 128));
+        sm90::wgmma_commit_group();
+        if (!first) issue_warpgroup_pv<D, KW, BN, T>(o[0], pa, v_last + u32(warp_key0 * 128));
+        sm90::wgmma_commit_group();  // P V's group, empty for the first block
+        sm90::wgmma_wait_group<1>();
+        sm90::fence_accumulators(s[0]);
+        mask_scores(s, block);
+        float correction[MT][2];
+        softmax.update_scores(s, correction);
+        sm90::wgmma_wait_group<0>();
+        sm90::fence_accumulators(o[0]);
+        OnlineSoftmax<MT, NT, DT>::rescale(o, correction);
+#pragma unroll
+        for (int kk = 0; kk < KW / 16; ++kk) to_operand_a<T>(s, 0, kk, pa[kk]);
+      };
+      if (n_blocks > 0) {
+        wg_block(0, true);
+        for (int block = 1; block < n_blocks; ++block) wg_block(block, false);
+        issue_warpgroup_pv<D, KW, BN, T>(o[0], pa, sV + u32((n_blocks - 1) % STAGES) * KVTile::kBytes +
+                                                       u32(warp_key0 * 128));
+        sm90::wgmma_commit_group();
+        sm90::wgmma_wait_group<0>();
+        sm90::fence_accumulators(o[0]);
+      }
+#endif
+    } else {
     for (int block = 0; block < n_blocks; ++block) {
       next_block(block);
       const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
@@ -574,12 +636,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         }
       };
       float s[MT][NT][4];
-      if constexpr (WG) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        warpgroup_scores<D, KW, BN, T>(s[0], sQ, k_stage + u32(warp_key0 * 128));
-#endif
-      } else if constexpr (kFp8) {
-        zero(s);
+      zero(s);
+      if constexpr (kFp8) {
         // Per ldmatrix: 16 keys by two 16-column steps of the head dim, the
         // register of matrix j holding key lane / 4 (+ 8 for j >= 2), columns
         // 4 (lane % 4) .. + 3 of step j % 2.
@@ -604,7 +662,6 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
           }
         }
       } else {
-        zero(s);
 #pragma unroll
         for (int kt = 0; kt < KT; ++kt) {
           u32 a[4];
@@ -634,28 +691,10 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         }
       };
       if constexpr (PAGE_DESCALE) scale_by_factors(0, 1.f);
-      // Keys past the split's end or a row's diagonal: a select per score.
-      const int key0 = k_begin + block * BN + warp_key0;
-      const float neg_inf = -__int_as_float(0x7f800000);
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const int key = key0 + nt * 8 + 2 * (lane % 4) + e;
-              s[mt][nt][2 * r + e] = key < key_limit[mt][r] ? s[mt][nt][2 * r + e] : neg_inf;
-            }
+      mask_scores(s, block);
       softmax.update(s, o);
       if constexpr (PAGE_DESCALE) scale_by_factors(1, v_first_inv[0]);
 
-      if constexpr (WG) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-        warpgroup_pv<D, KW, BN, T>(o[0], s, v_stage + u32(warp_key0 * 128));
-#endif
-      } else {
 #pragma unroll
       for (int pk = 0; pk < PT; ++pk) {
         u32 a[4];
@@ -691,8 +730,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
           }
         }
       }
-      }
     }
+    } // mma.sync
     cp_async_wait_group<0>();
     __syncthreads();  // the ring is free: it becomes the merge buffer
 #pragma unroll

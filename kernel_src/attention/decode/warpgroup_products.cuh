@@ -10,18 +10,17 @@
 // warpgroup rather than once per warp of 16 rows, and a warp issues one
 // instruction per 16 keys by 64 rows of a product instead of one per 8 by 16.
 #pragma once
-#include "attention/common/register_tile.cuh"
 #include "attention/sm90/wgmma_ops.cuh"
 #include "common/ptx_sm90.cuh"
 
 namespace cujit::decode {
 
-// S (64, KW) = Q K^T over the head dim, 16 columns a step: 32 bytes apart
-// inside a 128-byte row, then on to the next 64-column chunk. sQ: the 64-row
-// Q tile; k_keys: the warpgroup's first key row in the stage (the stage holds
-// BN rows a chunk). Waits for the result.
+// Issues S (64, KW) = Q K^T over the head dim, 16 columns a step: 32 bytes
+// apart inside a 128-byte row, then on to the next 64-column chunk. sQ: the
+// 64-row Q tile; k_keys: the warpgroup's first key row in the stage (which
+// holds BN rows a chunk). The caller commits and waits.
 template <int D, int KW, int BN, class T>
-__device__ __forceinline__ void warpgroup_scores(float (&s)[KW / 8][4], u32 sQ, u32 k_keys) {
+__device__ __forceinline__ void issue_warpgroup_scores(float (&s)[KW / 8][4], u32 sQ, u32 k_keys) {
   sm90::fence_accumulators(s);
   sm90::wgmma_fence();
 #pragma unroll
@@ -32,30 +31,21 @@ __device__ __forceinline__ void warpgroup_scores(float (&s)[KW / 8][4], u32 sQ, 
     const sm90::u64 desc_k = sm90::smem_descriptor_sw128(k_keys + chunk * BN * 128 + in_row, 16, 1024);
     sm90::Wgmma<KW, T>::ss(s, desc_q, desc_k, kt > 0 ? 1 : 0);
   }
-  sm90::wgmma_commit_group();
-  sm90::wgmma_wait_group<0>();
-  sm90::fence_accumulators(s);
 }
 
-// O (64, D) += P V for the warpgroup's KW keys: P from the probabilities in
+// Issues O (64, D) += P V for the warpgroup's KW keys: P as A fragments in
 // registers, V head-dim contiguous (MN-major), 16 keys a step, its 64-column
 // chunks BN rows apart. v_keys: the warpgroup's first key row in the stage.
-// Waits for the result.
+// The caller commits and waits.
 template <int D, int KW, int BN, class T>
-__device__ __forceinline__ void warpgroup_pv(float (&o)[D / 8][4], const float (&p)[1][KW / 8][4], u32 v_keys) {
-  u32 a[KW / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < KW / 16; ++kk) to_operand_a<T>(p, 0, kk, a[kk]);
+__device__ __forceinline__ void issue_warpgroup_pv(float (&o)[D / 8][4], const u32 (&p)[KW / 16][4], u32 v_keys) {
   sm90::fence_accumulators(o);
   sm90::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < KW / 16; ++kk) {
     const sm90::u64 desc_v = sm90::smem_descriptor_sw128(v_keys + u32(kk) * 16 * 128, BN * 128, 1024);
-    sm90::Wgmma<D, T>::rs(o, a[kk], desc_v, 1);
+    sm90::Wgmma<D, T>::rs(o, p[kk], desc_v, 1);
   }
-  sm90::wgmma_commit_group();
-  sm90::wgmma_wait_group<0>();
-  sm90::fence_accumulators(o);
 }
 
 }  // namespace cujit::decode
