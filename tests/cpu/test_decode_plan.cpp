@@ -87,18 +87,18 @@ TEST(DecodePlan, SixtyFourPackedRowsAndHeadDim256KeepTheCombinePass) {
 }
 
 // Warpgroup-MMA configs (attn_decode.cu, WG): sm_90a and a 16-bit cache,
-// 32 or more packed rows in a tile of 64, 64 or 128 keys a warpgroup. A
-// block of 32 rows (MQA at 32 query heads) is one 64-row tile: one row block
-// where the 32-row tiles of the same rows need one too, its Q tile padded,
-// with room to align the swizzle atoms; never merged in a cluster.
-TEST(DecodePlan, WarpgroupMmaConfigsTakeSixtyFourRowTilesOnSm90aOnly) {
+// blocks of 64 packed rows (MQA at 64 query heads), 64 or 128 keys a
+// warpgroup, at least 3 stages; with room to align the swizzle atoms, never
+// merged in a cluster.
+TEST(DecodePlan, WarpgroupMmaConfigsTakeBlocksOfSixtyFourRowsOnSm90aOnly) {
   const auto& decode = jit::detail::decode_attention_family();
   AttnProblem mqa = long_decode(0);
   mqa.batch = 4;
-  mqa.heads_kv = 1;  // 32 packed rows
+  mqa.heads_q = 64;
+  mqa.heads_kv = 1;  // 64 packed rows
   mqa.page_size = 0;
   const jit::Json spec = decode.spec_for(mqa);
-  ASSERT_EQ(spec.at("bm").get<int>(), 32);
+  ASSERT_EQ(spec.at("bm").get<int>(), 64);
   const jit::Json wg = {{"bn", 64}, {"stages", 4}, {"warps", 4}, {"wg", true}};
   const jit::Json mma = {{"bn", 64}, {"stages", 4}, {"warps", 4}};
   const jit::Target sm90 = target("sm_90a");
@@ -106,18 +106,16 @@ TEST(DecodePlan, WarpgroupMmaConfigsTakeSixtyFourRowTilesOnSm90aOnly) {
   EXPECT_EQ(decode.variant_name(spec, wg), "attn_decode_d128_bf16_causal_bm64_bn64_st4_w4_wg");
   EXPECT_EQ(decode.name_expression(spec, wg),
             "cujit::decode::attn_decode<128, 64, 64, 4, 4, cujit::bf16, cujit::bf16, true, false, false, false, true>");
-  EXPECT_EQ(decode.variant_name(spec, mma), "attn_decode_d128_bf16_causal_bm32_bn64_st4_w4");
+  EXPECT_EQ(decode.variant_name(spec, mma), "attn_decode_d128_bf16_causal_bm64_bn64_st4_w4");
   EXPECT_FALSE(mma.contains("wg")) << "the other configs' records stay as they were";
 
   const AttnPlan with = decode.plan(mqa, wg, sm90);
   const AttnPlan without = decode.plan(mqa, mma, sm90);
-  EXPECT_EQ(with.steps[0].geometry.grid.x, without.steps[0].geometry.grid.x) << "one row block either way";
+  EXPECT_EQ(with.steps[0].geometry.grid.x, without.steps[0].geometry.grid.x);
   EXPECT_EQ(with.key_splits, without.key_splits);
   EXPECT_EQ(with.steps[0].geometry.block.x, 128u);
   EXPECT_EQ(with.steps[0].geometry.cluster_x, 1u);
-  EXPECT_EQ(with.step_count, 2) << "the combine pass";
-  EXPECT_EQ(with.steps[0].geometry.smem_bytes,
-            unsigned(cujit::decode_smem_bytes(128, 64, 64, 4, 4, false, 2, false, 0) + cujit::kDecodeWgAlign));
+  EXPECT_EQ(with.steps[0].geometry.smem_bytes, without.steps[0].geometry.smem_bytes + unsigned(cujit::kDecodeWgAlign));
 
   // Where they do not apply.
   EXPECT_TRUE(decode.why_pruned(spec, wg, target("sm_89")).has_value());
@@ -129,8 +127,9 @@ TEST(DecodePlan, WarpgroupMmaConfigsTakeSixtyFourRowTilesOnSm90aOnly) {
   AttnProblem fp8 = mqa;
   fp8.fp8_kv = true;
   EXPECT_TRUE(decode.why_pruned(decode.spec_for(fp8), wg, sm90).has_value());
-  AttnProblem gqa4 = long_decode(0);  // 4 packed rows
-  EXPECT_TRUE(decode.why_pruned(decode.spec_for(gqa4), wg, sm90).has_value());
+  AttnProblem rows32 = mqa;
+  rows32.heads_q = 32;
+  EXPECT_TRUE(decode.why_pruned(decode.spec_for(rows32), wg, sm90).has_value()) << "32 rows padded to 64";
   AttnProblem d256 = mqa;
   d256.head_dim = 256;
   EXPECT_TRUE(decode.why_pruned(decode.spec_for(d256), wg, sm90).has_value());

@@ -621,7 +621,7 @@ INSTANTIATE_TEST_SUITE_P(PageDescale, KvAttentionGpu, ::testing::ValuesIn(page_d
 
 // Every kept config of the decode family, each against the reference, on
 // blocks of 8 packed rows (keys as the MMA's rows: a GQA group of 4 or 8,
-// 2 x 4 speculative rows, head dim 256 over e4m3), of 16, of 32 and 64, over
+// 2 x 4 speculative rows, head dim 256 over e4m3), of 16 and of 64, over
 // 16-bit and FP8 caches, paged and contiguous: every block size, warp count
 // and ring depth meets a length of 0, lengths past a block and, paged,
 // pages out of order.
@@ -677,10 +677,10 @@ std::vector<KvCase> every_config_cases() {
   KvCase page_descale_rows16 =
       fp8_case(paged_case(DType::bf16, 32, 2, 128, 1, KvLayout::paged_head_major, 7, lengths, true));
   page_descale_rows16.descale_per_page = true;
-  // Tiles of 64 rows, where sm_90a also has warpgroup-MMA configs: MQA's 32
-  // query heads (a padded tile) over a contiguous cache, and 16 query heads
-  // a KV head times 4 speculative rows over pages of 16.
-  KvCase mqa = paged_case(DType::bf16, 32, 1, 128, 1, KvLayout::contiguous_bshd, 0, lengths, false);
+  // Blocks of 64 rows, where sm_90a also has warpgroup-MMA configs: MQA at
+  // 64 query heads over a contiguous cache, and 16 query heads a KV head
+  // times 4 speculative rows over pages of 16.
+  KvCase mqa = paged_case(DType::bf16, 64, 1, 128, 1, KvLayout::contiguous_bshd, 0, lengths, false);
   mqa.cache.capacity = 1536;
   KvCase rows64 = paged_case(DType::f16, 32, 2, 64, 4, KvLayout::paged_vllm, 16, lengths, true);
   return {gqa4,         gqa8_fp8,           speculative, fp8_d64, rows16_fp8, d256_fp8, paired_fp8,

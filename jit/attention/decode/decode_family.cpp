@@ -23,8 +23,8 @@ namespace {
 
 struct DecodeConfig {
   int bn, stages, warps;
-  // The products by warpgroup MMAs (sm_90a, 16-bit caches), in a tile of 64
-  // rows (attn_decode.cu, WG). Written only when set, so that the other
+  // The products by warpgroup MMAs (sm_90a, 16-bit caches, blocks of 64
+  // rows; attn_decode.cu, WG). Written only when set, so that the other
   // configs' records read as before.
   bool wg = false;
 };
@@ -50,19 +50,14 @@ struct DecodeStepData {
 // when paired (attn_decode.cu, PAIRED).
 int tile_head_dim(const AttnSpec& s) { return s.paired_kv_heads ? 2 * s.head_dim : s.head_dim; }
 
-// The kernel tile's packed rows, its template's BM: a warpgroup MMA's 64 for
-// wg configs, which take blocks of 32 rows as 64 with half of them padding
-// (the tensor pipe's time is not what a decode waits for).
-int tile_block_m(const AttnSpec& s, const DecodeConfig& c) { return c.wg ? 64 : s.block_m; }
-
 // On sm_90 a variant that carries the cluster merge (attn_decode.cu) merges
 // a row block's 2 to kMaxDecodeClusterSplits splits within their
 // thread-block cluster, through distributed shared memory: no combine pass
 // (its launch, its wait for the whole grid and the parts' round trip through
 // global memory cost about 3 us a call on the H100), no workspace. Its
 // shared memory keeps room for the CTA's part.
-bool merges_in_clusters(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
-  return target.cc >= 90 && cujit::decode_cluster_mergeable(tile_head_dim(s), tile_block_m(s, c));
+bool merges_in_clusters(const AttnSpec& s, const Target& target) {
+  return target.cc >= 90 && cujit::decode_cluster_mergeable(tile_head_dim(s), s.block_m);
 }
 
 // A token-major FP8 cache at head dim 64 with at most 4 packed rows per KV
@@ -99,9 +94,9 @@ int block_m_for(std::int64_t packed_rows) {
 // bf16 at head dim 64 with 128 keys a warp of 16 rows: 7 of its 30 variants
 // spilled 8-32 bytes at 255 registers on sm_90a (the e4m3 ones fit).
 int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
-  const int key_warps = c.warps / cujit::decode_row_warps(tile_block_m(s, c));
+  const int key_warps = c.warps / cujit::decode_row_warps(s.block_m);
   const int keys_per_warp = c.bn / key_warps;
-  const int warp_rows = std::min(tile_block_m(s, c), 16);
+  const int warp_rows = std::min(s.block_m, 16);
   const int d = tile_head_dim(s);
   const bool fp8_to_bf16 = s.fp8_kv && s.dtype == DType::bf16;
   const bool e5m2_wide =
@@ -173,16 +168,18 @@ int kv_bytes(const AttnSpec& s) { return s.fp8_kv ? 1 : 2; }
 
 // Warpgroup MMAs (attn_decode.cu, WG) need sm_90a and 16-bit K and V (the
 // FP8 path converts in registers, which a shared-memory operand skips), at
-// head dim 64 or 128 (O's fp32 at 256 would take every register), and pay
-// for a 64-row tile: blocks of 32 rows and more only. Each warpgroup takes 64
-// or 128 keys of a block, the N of one MMA, and the ring leads by one block
-// less than its stages (attn_decode.cu, kLead).
+// head dim 64 or 128 (O's fp32 at 256 would take every register), in blocks
+// of 64 rows, an MMA's M: 32 rows padded to 64 measured 8-10% slower than the
+// 16-row warps' mma.sync in every config (MQA at 32 query heads), 64 rows
+// faster (docs/perf-log.md, "decode v16"). Each warpgroup takes 64 or 128
+// keys of a block, the N of one MMA, and the ring leads by one block less
+// than its stages (attn_decode.cu, kLead).
 std::optional<std::string> why_not_warpgroup_mma(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
   if (!c.wg) return std::nullopt;
   if (target.cc != 90) return fmt::format("warpgroup MMAs need sm_90a, not {}", target.arch);
   if (s.fp8_kv) return "warpgroup MMAs read 16-bit K and V, not an FP8 cache";
   if (s.head_dim > 128) return fmt::format("warpgroup MMAs at head dim {} spill: 64 or 128 only", s.head_dim);
-  if (s.block_m < 32) return fmt::format("{} rows in a warpgroup MMA's 64 waste too much of it", s.block_m);
+  if (s.block_m != 64) return fmt::format("blocks of {} rows: warpgroup MMAs take blocks of 64", s.block_m);
   if (c.warps % 4 != 0) return fmt::format("{} warps are not whole warpgroups", c.warps);
   if (c.stages < 3) return "warpgroup MMAs keep a stage for the last block's P V: at least 3 stages";
   if (const int keys = c.bn / (c.warps / 4); keys != 64 && keys != 128) {
@@ -192,8 +189,8 @@ std::optional<std::string> why_not_warpgroup_mma(const AttnSpec& s, const Decode
 }
 
 int smem_bytes(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
-  return cujit::decode_smem_bytes(tile_head_dim(s), tile_block_m(s, c), c.bn, c.stages, c.warps, s.paged,
-                                  kv_bytes(s), merges_in_clusters(s, c, target),
+  return cujit::decode_smem_bytes(tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, s.paged, kv_bytes(s),
+                                  merges_in_clusters(s, target),
                                   cujit::decode_page_factor_heads(s.page_descale, s.paired_kv_heads)) +
          (c.wg ? cujit::kDecodeWgAlign : 0);
 }
@@ -301,7 +298,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       return fmt::format("BM {} is not 8, 16, 32, 48 or 64", s.block_m);
     }
     if (auto why = why_not_warpgroup_mma(s, c, target)) return why;
-    const int row_warps = cujit::decode_row_warps(tile_block_m(s, c));
+    const int row_warps = cujit::decode_row_warps(s.block_m);
     if (c.warps % row_warps != 0) return fmt::format("{} warps do not tile {} rows of 16", c.warps, row_warps);
     const int key_warps = c.warps / row_warps;
     if (c.bn % (16 * key_warps) != 0) return fmt::format("BN {} is not 16 keys for each of {} warps", c.bn, key_warps);
@@ -342,13 +339,13 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     return fmt::format("attn_decode_d{}_{}{}{}{}{}{}_bm{}_bn{}_st{}_w{}{}", s.head_dim, kernel_dtype_name(s.dtype),
                        s.fp8_kv ? fmt::format("_kv{}", kernel_dtype_name(s.fp8_format)) : "",
                        s.paired_kv_heads ? "_kvheads2" : "", s.causal ? "_causal" : "", s.paged ? "_paged" : "",
-                       s.page_descale ? "_pagescale" : "", tile_block_m(s, c), c.bn, c.stages, c.warps,
+                       s.page_descale ? "_pagescale" : "", s.block_m, c.bn, c.stages, c.warps,
                        c.wg ? "_wg" : "");
   }
 
   std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
     return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}, {}, {}>",
-                       tile_head_dim(s), tile_block_m(s, c), c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
+                       tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
                        kernel_dtype_name(s.fp8_kv ? s.fp8_format : s.dtype), s.causal ? "true" : "false",
                        s.paged ? "true" : "false", s.paired_kv_heads ? "true" : "false",
                        s.page_descale ? "true" : "false", c.wg ? "true" : "false");
@@ -383,8 +380,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   AttnPlan typed_plan(const AttnProblem& problem, const DecodeConfig& c, const Target& target) const override {
     const AttnSpec s = spec_for(problem);
     const std::int64_t rows = decode_packed_rows(problem);
-    const int block_m = tile_block_m(s, c);
-    const std::int64_t m_blocks = s.paired_kv_heads ? 1 : (rows + block_m - 1) / block_m;
+    const std::int64_t m_blocks = s.paired_kv_heads ? 1 : (rows + s.block_m - 1) / s.block_m;
     const std::int64_t ctas = problem.batch * ctas_kv_heads(problem) * m_blocks;
     const std::int64_t key_blocks = (problem.seq_k + c.bn - 1) / c.bn;
     const int smem = smem_bytes(s, c, target);
@@ -407,7 +403,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       throw Error(ErrorCode::Unsupported, fmt::format("{} splits of {} row blocks exceed the grid", splits, m_blocks));
     }
     const bool pdl = target.cc >= 90 && knobs().pdl;
-    const bool cluster_merge = merges_in_clusters(s, c, target) && splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
+    const bool cluster_merge = merges_in_clusters(s, target) && splits > 1 && splits <= cujit::kMaxDecodeClusterSplits;
 
     AttnPlan plan;
     AttnStep& step = plan.add_step();
