@@ -621,7 +621,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         sm90::fence_accumulators(o[0]);
       }
 #endif
-    } else {
+    } else {  // mma.sync: each warp its 16 rows
     for (int block = 0; block < n_blocks; ++block) {
       next_block(block);
       const u32 k_stage = sK + u32(block % STAGES) * KVTile::kBytes;
@@ -731,7 +731,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         }
       }
     }
-    } // mma.sync
+    }  // the mma.sync blocks (left at the indentation they had before WG)
     cp_async_wait_group<0>();
     __syncthreads();  // the ring is free: it becomes the merge buffer
 #pragma unroll
