@@ -3,6 +3,8 @@
 //
 //   cujit-cache ls [--json]          every cubin entry: variant, arch, size, last use
 //   cujit-cache stats [--json]       entries, bytes, tuning records, by arch
+//   cujit-cache tuning [--family F] [--top N] [--json]
+//                                    each tuning record's candidates, fastest first, the pick marked
 //   cujit-cache verify [--json]      check every entry; remove bad ones; exit 1 if any
 //   cujit-cache prune --max-bytes N  least-recently-used eviction down to 90% of N
 //   cujit-cache clear                remove every entry and tuning record
@@ -12,9 +14,9 @@
 //                                    verify an archive (and its signature when trusted keys are
 //                                    given here or in CUJIT_CACHE_TRUSTED_KEYS), then publish its entries
 // --dir is checked as cujit checks its own cache (docs/security.md); a
-// directory under it that is not trusted is reported by ls, stats and verify
-// and refused by the rest.
-// Without --dir, ls, stats and verify also show each pre-warmed root of
+// directory under it that is not trusted is reported by ls, stats, tuning
+// and verify and refused by the rest.
+// Without --dir, ls, stats, tuning and verify also show each pre-warmed root of
 // CUJIT_CACHE_READONLY_DIRS, marked read-only; verify only reads those. No
 // command changes a read-only root: prune, clear, import and export act on
 // the writable root alone and refuse a --dir that names a read-only one.
@@ -42,6 +44,7 @@
 #include "jit/knobs.h"
 #include "jit/runtime_state.h"
 #include "tools/tool_message.h"
+#include "tools/tuning_listing.h"
 
 namespace {
 
@@ -180,6 +183,13 @@ int main(int argc, char** argv) {
   ls->add_flag("--json", json, "one JSON array");
   CLI::App* stats = app.add_subcommand("stats", "entries, bytes and tuning records, in total and by arch");
   stats->add_flag("--json", json, "one JSON object");
+  CLI::App* tuning = app.add_subcommand("tuning", "each tuning record's timed candidates, fastest first, the tuner's "
+                                                  "pick marked *");
+  std::string family;
+  tuning->add_option("--family", family, "only this kernel family's records (e.g. attn_decode, attn_sm90)");
+  std::size_t top = 5;
+  tuning->add_option("--top", top, "candidates shown per record besides the pick (0: all)")->capture_default_str();
+  tuning->add_flag("--json", json, "one JSON array of every record, every candidate");
   CLI::App* verify = app.add_subcommand("verify", "check every entry's checksum; remove bad ones (exit 1 if any)");
   verify->add_flag("--json", json, "one JSON object");
   std::string max_bytes_text;
@@ -280,6 +290,30 @@ int main(int argc, char** argv) {
         out["read_only_roots"] = std::move(read_only_roots);
         std::cout << jit::cache::dump_for_output(out) << "\n";
       }
+      return 0;
+    }
+
+    if (tuning->parsed()) {
+      jit::Json out = jit::Json::array();
+      for (const Root& root : roots_to_show(dir, refused)) {
+        const tools::TuningListings listings = tools::list_tuning_records(root.path, root.access, family);
+        for (const auto& u : listings.unreadable) fmt::print(stderr, "unreadable: {}: {}\n", u.relative, u.why);
+        for (const tools::TuningListing& listing : listings.records) {
+          if (json) {
+            jit::Json one = tools::tuning_listing_json(listing);
+            one["root"] = root.path;
+            one["read_only"] = root.read_only();
+            out.push_back(std::move(one));
+          } else {
+            fmt::print("{}", tools::format_tuning_listing(listing, top));
+          }
+        }
+        if (!json) {
+          fmt::print("{} tuning record{} in {}\n", listings.records.size(), listings.records.size() == 1 ? "" : "s",
+                     marked(root));
+        }
+      }
+      if (json) std::cout << jit::cache::dump_for_output(out) << "\n";
       return 0;
     }
 

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "autotune/tuning_record.h"
+#include "cache/tuning_db.h"
 #include "jit/kernel_family.h"
 #include "tests/support/file_bytes.h"
 #include "tests/support/tree_snapshot.h"
@@ -148,7 +150,7 @@ TEST(CujitCacheTool, UnknownSubcommandIsNamedAndTheOthersListed) {
   const ToolRun r = run(kCache, {"frobnicate"});
   EXPECT_EQ(r.status, 2);
   EXPECT_TRUE(contains(r.err, "cujit-cache: unknown subcommand frobnicate")) << r.err;
-  for (const char* name : {"ls", "stats", "verify", "prune", "clear", "export", "import"}) {
+  for (const char* name : {"ls", "stats", "tuning", "verify", "prune", "clear", "export", "import"}) {
     EXPECT_TRUE(contains(r.err, name)) << name << " is not listed: " << r.err;
   }
   // Also after --dir and its value.
@@ -178,6 +180,54 @@ TEST(CujitCacheTool, HugeMaxBytesIsOutOfRange) {
   const ToolRun r = run(kCache, {"--dir", dir.path().string(), "prune", "--max-bytes", "12Q"});
   EXPECT_EQ(r.status, 1);
   EXPECT_TRUE(contains(r.err, "not a size")) << r.err;
+}
+
+// cujit-cache tuning: each record's candidates fastest first, the tuner's pick
+// marked wherever it finished, the ones that failed counted, --family and
+// --json; a malformed record is named on stderr and the rest still listed.
+TEST(CujitCacheTool, TuningListsEachRecordsCandidatesFastestFirst) {
+  TempDir dir;
+  const fs::path cache = dir.path() / "cache";
+  fs::create_directory(cache);
+  ::chmod(cache.c_str(), 0700);
+  auto candidate = [](int bn, double us, std::string error = "") {
+    return jit::autotune::TimedCandidate{{{"bn", bn}}, fmt::format("attn_decode_bn{}", bn), us, std::move(error)};
+  };
+  const jit::Json decode_key = {{"family", "attn_decode"}, {"arch", "sm_90a"}, {"device", "H"}, {"spec", {{"d", 128}}}};
+  // The pick (bn 32, within the tuner's tie of the fastest) finished third.
+  jit::cache::TuningDb(cache).store(
+      decode_key, jit::autotune::make_record({candidate(64, 25.5), candidate(128, 25.2), candidate(32, 25.6),
+                                              candidate(16, 30.0), candidate(8, 0.0, "ptxas spilled")},
+                                             {{"bn", 32}}));
+  jit::cache::TuningDb(cache).store({{"family", "attn_sm90"}, {"arch", "sm_90a"}},
+                                    jit::autotune::make_record({candidate(128, 700.0)}, {{"bn", 128}}));
+  std::ofstream(cache / "tuning" / (std::string(64, 'a') + ".json")) << "{not json";
+
+  ToolRun r = run(kCache, {"--dir", cache.string(), "tuning", "--top", "2"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, "unreadable: tuning/" + std::string(64, 'a') + ".json")) << r.err;
+  const std::size_t fastest = r.out.find("attn_decode_bn128"), second = r.out.find("attn_decode_bn64"),
+                    pick = r.out.find("* ");
+  ASSERT_NE(fastest, std::string::npos) << r.out;
+  EXPECT_LT(fastest, second) << r.out;
+  EXPECT_LT(second, pick) << "the pick after the top two: " << r.out;
+  EXPECT_TRUE(contains(r.out.substr(pick), "25.60 us    +1.6%  attn_decode_bn32")) << r.out;
+  EXPECT_FALSE(contains(r.out, "attn_decode_bn16 ")) << "past --top and not the pick: " << r.out;
+  EXPECT_TRUE(contains(r.out, "1 more timed, 1 not timed (first: attn_decode_bn8: ptxas spilled)")) << r.out;
+  EXPECT_TRUE(contains(r.out, "attn_sm90 sm_90a")) << r.out;
+  EXPECT_TRUE(contains(r.out, "2 tuning records in " + cache.string())) << r.out;
+
+  r = run(kCache, {"--dir", cache.string(), "tuning", "--family", "attn_decode", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const jit::Json records = jit::Json::parse(r.out);
+  ASSERT_EQ(records.size(), 1u) << r.out;
+  EXPECT_EQ(records[0]["key"], decode_key);
+  EXPECT_EQ(records[0]["winner"], jit::Json({{"bn", 32}}));
+  const jit::Json& listed = records[0]["candidates"];
+  ASSERT_EQ(listed.size(), 5u) << "--json lists every candidate";
+  EXPECT_EQ(listed[0]["variant"], "attn_decode_bn128");
+  EXPECT_EQ(listed[3]["variant"], "attn_decode_bn16");
+  EXPECT_EQ(listed[4]["error"], "ptxas spilled");
 }
 
 // --- cujit-warmup ----------------------------------------------------------------
