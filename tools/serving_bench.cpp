@@ -11,6 +11,7 @@
 //     contiguous and paged decodes timed in the same rotating rounds; with
 //     --head-major both caches keep each head's keys together ([.., Hkv, S,
 //     D]); with --descale-per-page FP8 pools carry factors per page;
+//     --shape B,Hq,Hkv,Sk,D,dtype[,kv] times those decodes instead of the list;
 //  4. a decode step (GEMM -> attention -> GEMM) in a CUDA graph with
 //     programmatic dependent launch on and off, each in a child process
 //     (CUJIT_PDL is read once per process).
@@ -264,10 +265,11 @@ void report_paged(Results& results, const Floors& floors, const DecodeShape& s, 
 // timed in the same rounds, then the geometric mean of the barred rows'
 // fractions of the copy rate.
 void measure_decodes(Results& results, const Floors& floors, jit::Stream stream, bool quick,
-                     const CacheLayout& layout, const std::string& only, Failures& failures) {
+                     const CacheLayout& layout, const std::vector<DecodeShape>& shapes, const std::string& only,
+                     Failures& failures) {
   print_decode_header();
   std::vector<double> barred_fractions;
-  for (const DecodeShape& s : decode_shapes(quick)) {
+  for (const DecodeShape& s : shapes) {
     if (label(s).find(only) == std::string::npos) continue;
     const DecodeInputs inputs = decode_inputs(s);
     std::deque<DecodeSide> sides;
@@ -399,7 +401,10 @@ void measure_graphs(Results& results, bool quick, Failures& failures) {
 }
 #endif
 
-int run_all(Results& results, bool quick, const CacheLayout& layout, const std::string& only) {
+// shapes: --shape's, or empty for the standard list (decode_shapes), which
+// alone comes with the CUDA graph part (and then only without --only).
+int run_all(Results& results, bool quick, const CacheLayout& layout, const std::vector<DecodeShape>& shapes,
+            const std::string& only) {
   const jit::Target target = jit::current_target();  // Error(NoDevice) without a GPU
   fmt::print("device: {} ({}, {} SMs), cache: {}\n", target.device_name, target.arch, target.sm_count,
              jit::cache_directory());
@@ -407,10 +412,11 @@ int run_all(Results& results, bool quick, const CacheLayout& layout, const std::
   {
     const OwnedStream stream;
     const Floors floors = measure_floors(results, stream.get(), quick);
-    measure_decodes(results, floors, stream.get(), quick, layout, only, failures);
+    measure_decodes(results, floors, stream.get(), quick, layout, shapes.empty() ? decode_shapes(quick) : shapes,
+                    only, failures);
   }
 #ifdef CUJIT_SERVING_BENCH_CUBLAS
-  if (only.empty()) measure_graphs(results, quick, failures);
+  if (only.empty() && shapes.empty()) measure_graphs(results, quick, failures);
 #else
   fmt::print("\ndecode step in a CUDA graph: skipped (built without cuBLAS)\n");
 #endif
@@ -450,12 +456,16 @@ int main(int argc, char** argv) {
       "bar (issue 19)"};
   bool quick = false, pages_in_order = false, head_major = false, descale_per_page = false;
   std::string csv_path = "cujit-serving.csv", only;
+  std::vector<std::string> shape_texts;
   int pdl = 1;
   app.add_flag("--quick", quick, "three decode shapes and one graph shape, fewer repetitions");
   app.add_option("--csv", csv_path, "CSV output, one metric per row")->capture_default_str();
   app.add_option("--only", only,
                  "only the decode shapes whose label holds this text (e.g. \"Sk=8192 D=128\" or \"fp8\"), and no "
                  "CUDA graph part");
+  app.add_option("--shape", shape_texts,
+                 "a decode shape B,Hq,Hkv,Sk,D,dtype[,kv] instead of the standard list (repeatable; e.g. "
+                 "4,64,1,32768,128,bf16 or 8,32,8,8192,128,f16,e4m3), and no CUDA graph part");
   app.add_flag("--pages-in-order", pages_in_order,
                "each sequence's pages one after another in the pool instead of shuffled over it");
   app.add_flag("--head-major", head_major,
@@ -478,7 +488,9 @@ int main(int argc, char** argv) {
     Results results(csv);
     const CacheLayout layout{pages_in_order ? PageOrder::in_order : PageOrder::shuffled, head_major,
                              descale_per_page};
-    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, layout, only);
+    std::vector<DecodeShape> shapes;
+    for (const std::string& text : shape_texts) shapes.push_back(parse_decode_shape(text));
+    return *pdl_option ? run_graph_only(results, pdl == 1, quick) : run_all(results, quick, layout, shapes, only);
   } catch (const std::exception& e) {
     std::cerr << tool_message(kTool, e) << "\n";
     return 1;

@@ -3,11 +3,13 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "jit/error.h"
 #include "jit/tensor.h"
 
 namespace serving_bench {
@@ -66,6 +68,55 @@ inline std::vector<DecodeShape> decode_shapes(bool quick) {
       {8, 32, 8, 8192, 128, DType::f16, DType::e5m2},
       {1, 64, 8, 131072, 128, DType::bf16, DType::e5m2},
   };
+}
+
+/// A decode shape from --shape's text, B,Hq,Hkv,Sk,D,dtype[,kv]: dtype f16
+/// (fp16) or bf16, kv an FP8 cache format (e4m3, e5m2) or the dtype when left
+/// out, e.g. "4,64,1,32768,128,bf16" or "8,32,8,8192,128,f16,e4m3". Throws
+/// Error(InvalidArgument) naming the field.
+inline DecodeShape parse_decode_shape(const std::string& text) {
+  auto invalid = [&](const std::string& why) {
+    return jit::Error(jit::ErrorCode::InvalidArgument,
+                      fmt::format("--shape '{}': {} (B,Hq,Hkv,Sk,D,dtype[,kv], e.g. 4,64,1,32768,128,bf16 or "
+                                  "8,32,8,8192,128,f16,e4m3)",
+                                  text, why));
+  };
+  std::vector<std::string> fields(1);
+  for (char c : text) {
+    if (c == ',') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  if (fields.size() != 6 && fields.size() != 7) throw invalid(fmt::format("{} fields, not 6 or 7", fields.size()));
+  auto positive = [&](int i, const char* name) {
+    std::int64_t value = 0;
+    const std::string& f = fields[std::size_t(i)];
+    const auto [end, error] = std::from_chars(f.data(), f.data() + f.size(), value);
+    if (f.empty() || error != std::errc() || end != f.data() + f.size() || value <= 0) {
+      throw invalid(fmt::format("{} '{}' is not a positive integer", name, f));
+    }
+    return value;
+  };
+  DecodeShape s{positive(0, "B"), positive(1, "Hq"), positive(2, "Hkv"), positive(3, "Sk"), positive(4, "D"),
+                jit::DType::f16};
+  if (s.heads_q % s.heads_kv != 0) throw invalid(fmt::format("Hq {} is not a multiple of Hkv {}", s.heads_q, s.heads_kv));
+  if (fields[5] == "bf16") {
+    s.dtype = jit::DType::bf16;
+  } else if (fields[5] != "f16" && fields[5] != "fp16") {
+    throw invalid(fmt::format("dtype '{}' is not f16 or bf16", fields[5]));
+  }
+  if (fields.size() == 7) {
+    if (fields[6] == "e4m3") {
+      s.fp8_kv = jit::DType::e4m3;
+    } else if (fields[6] == "e5m2") {
+      s.fp8_kv = jit::DType::e5m2;
+    } else if (fields[6] != fields[5]) {
+      throw invalid(fmt::format("kv '{}' is not e4m3, e5m2 or the dtype", fields[6]));
+    }
+  }
+  return s;
 }
 
 /// Page sizes of the paged rows and their bars (paged time / contiguous time).

@@ -161,3 +161,27 @@ TEST(ServingBenchPages, TheTableIsAShuffledPermutationOfThePool) {
   EXPECT_EQ(shuffled_block_table(4, 256, 6), table) << "the same seed gives the same table";
   EXPECT_THROW(shuffled_block_table(1 << 16, 1 << 16, 6), jit::Error);
 }
+
+TEST(ServingBenchShapes, ShapeTextGivesADecodeShapeOrSaysWhichFieldIsWrong) {
+  EXPECT_EQ(parse_decode_shape("4,64,1,32768,128,bf16"), (DecodeShape{4, 64, 1, 32768, 128, jit::DType::bf16}));
+  EXPECT_EQ(parse_decode_shape("8,32,8,8192,128,fp16,e4m3"),
+            (DecodeShape{8, 32, 8, 8192, 128, jit::DType::f16, jit::DType::e4m3}));
+  EXPECT_EQ(parse_decode_shape("8,32,8,8192,128,bf16,e5m2").fp8_kv, jit::DType::e5m2);
+  EXPECT_EQ(parse_decode_shape("8,32,8,8192,128,bf16,bf16").fp8_kv, std::nullopt) << "kv = the dtype: a 16-bit cache";
+  auto why = [](const std::string& text) {
+    try {
+      (void)parse_decode_shape(text);
+    } catch (const jit::Error& e) {
+      EXPECT_EQ(e.code(), jit::ErrorCode::InvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_NE(why("4,64,1,32768,128").find("5 fields, not 6 or 7"), std::string::npos);
+  EXPECT_NE(why("4,64,0,32768,128,bf16").find("Hkv '0' is not a positive integer"), std::string::npos);
+  EXPECT_NE(why("4,64,1,32k,128,bf16").find("Sk '32k'"), std::string::npos);
+  EXPECT_NE(why("4,48,32,1024,128,bf16").find("Hq 48 is not a multiple of Hkv 32"), std::string::npos);
+  EXPECT_NE(why("4,64,1,1024,128,fp32").find("dtype 'fp32'"), std::string::npos);
+  EXPECT_NE(why("4,64,1,1024,128,bf16,int8").find("kv 'int8'"), std::string::npos);
+  EXPECT_NE(why("4,64,1,1024,128,bf16,int8").find("e.g. 4,64,1,32768,128,bf16"), std::string::npos);
+}
