@@ -3,7 +3,8 @@ the two trees alternate which goes first, each runs from its own root with
 its own cache directory (the same one every round), every run has its log,
 a failed run fails the script, and bad usage is refused. Also the old tree
 exported from a revision, -s (both trees on the first run's tuning
-records), and the round, tree and logs' folder the command sees. Usage: test_gpu_ab_script.py REPO_ROOT"""
+records), the round, tree and logs' folder the command sees, and each
+tree's tuning records listed after the rounds. Usage: test_gpu_ab_script.py REPO_ROOT"""
 import os
 import subprocess
 import sys
@@ -14,7 +15,7 @@ RECORD = 'echo "$PWD $CUJIT_CACHE_DIR" >> "$CALLS"'
 
 def run(root, tmp, args, extra_env=None):
     env = dict(os.environ, OUT=os.path.join(tmp, "out"), AB_DIR=os.path.join(tmp, "ab"),
-               CALLS=os.path.join(tmp, "calls"))
+               CALLS=os.path.join(tmp, "calls"), CUJIT_CACHE_TOOL=os.path.join(tmp, "no-cache-tool"))
     env.update(extra_env or {})
     return subprocess.run([os.path.join(root, "scripts", "gpu-ab")] + args, env=env, capture_output=True, text=True)
 
@@ -72,6 +73,24 @@ def main():
             if result.returncode != 0 or calls != expected:
                 failures.append(f"-s {same}: exit status {result.returncode}, runs {calls}, expected {expected}: "
                                 f"{result.stdout} {result.stderr}")
+
+        # After the rounds, each tree's tuning records are listed by the cache
+        # tool, into a file per tree; a tree that left none has no file.
+        tool = os.path.join(tmp, "fake-cujit-cache")
+        with open(tool, "w") as f:
+            f.write('#!/bin/sh\necho "listed $*"\n')
+        os.chmod(tool, 0o755)
+        tune_new_only = '[ "$AB_SIDE" = new ] && mkdir -p "$CUJIT_CACHE_DIR/tuning"; true'
+        for name in os.listdir(os.path.join(tmp, "out")):
+            os.remove(os.path.join(tmp, "out", name))
+        result = run(root, tmp, ["-d", old, "-B", "-n", "1", "--", "sh", "-c", tune_new_only],
+                     {"CUJIT_CACHE_TOOL": tool})
+        listing = os.path.join(tmp, "out", "ab-tuning-new.txt")
+        text = open(listing).read() if os.path.exists(listing) else ""
+        if (result.returncode != 0 or f"listed --dir {os.path.join(tmp, 'ab', 'cache-new')} tuning --top 0" not in text
+                or os.path.exists(os.path.join(tmp, "out", "ab-tuning-old.txt"))):
+            failures.append(f"tuning listings: exit status {result.returncode}, {text!r}, "
+                            f"{sorted(os.listdir(os.path.join(tmp, 'out')))}")
 
         # The command knows its round, its tree and the logs' folder.
         os.remove(os.path.join(tmp, "calls"))
