@@ -6,22 +6,14 @@
 #include <cmath>
 #include <istream>
 #include <ostream>
-#include <sstream>
 
 #include "jit/error.h"
+#include "tools/comma_fields.h"
 
 namespace serving_bench {
 namespace {
 
 constexpr const char* kHeader = "part,shape,dtype,page_size,metric,value,bar,verdict,variant";
-
-std::vector<std::string> split_fields(const std::string& line) {
-  std::vector<std::string> fields;
-  std::stringstream stream(line);
-  for (std::string field; std::getline(stream, field, ',');) fields.push_back(field);
-  if (!line.empty() && line.back() == ',') fields.emplace_back();
-  return fields;
-}
 
 // Fields are names and numbers: a comma in one would shift every later column.
 const std::string& checked_field(const std::string& field) {

@@ -11,6 +11,7 @@
 
 #include "jit/error.h"
 #include "jit/tensor.h"
+#include "tools/comma_fields.h"
 
 namespace serving_bench {
 
@@ -81,14 +82,7 @@ inline DecodeShape parse_decode_shape(const std::string& text) {
                                   "8,32,8,8192,128,f16,e4m3)",
                                   text, why));
   };
-  std::vector<std::string> fields(1);
-  for (char c : text) {
-    if (c == ',') {
-      fields.emplace_back();
-    } else {
-      fields.back() += c;
-    }
-  }
+  const std::vector<std::string> fields = split_fields(text);
   if (fields.size() != 6 && fields.size() != 7) throw invalid(fmt::format("{} fields, not 6 or 7", fields.size()));
   auto positive = [&](int i, const char* name) {
     std::int64_t value = 0;

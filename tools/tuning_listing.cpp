@@ -14,8 +14,8 @@ namespace tools {
 namespace {
 
 std::string key_field(const jit::Json& key, const char* name) {
-  const auto it = key.find(name);
-  return it != key.end() && it->is_string() ? it->get<std::string>() : "?";
+  const jit::cache::Field<std::string> field = jit::cache::string_field(key, name);
+  return field.state == jit::cache::FieldState::ok ? field.value : "?";
 }
 
 std::string compact(const jit::Json& key, const char* name) {

@@ -98,11 +98,10 @@ int estimated_registers(const AttnSpec& s, const DecodeConfig& c) {
   const int keys_per_warp = c.bn / key_warps;
   const int warp_rows = std::min(s.block_m, 16);
   const int d = tile_head_dim(s);
+  if (c.wg) return d / 2 + keys_per_warp / 2 + 96;  // Q stays in shared memory
   const bool fp8_to_bf16 = s.fp8_kv && s.dtype == DType::bf16;
   const bool e5m2_wide =
       fp8_to_bf16 && s.fp8_format == DType::e5m2 && d == 64 && keys_per_warp == 128 && warp_rows == 16;
-  // Warpgroup MMAs read Q from shared memory.
-  if (c.wg) return d / 2 + keys_per_warp / 2 + 96;
   return (d / 2 + keys_per_warp / 2 + (d <= 128 ? d / 4 : 0)) * warp_rows / 16 + (d > 128 ? 112 : 96) +
          (fp8_to_bf16 ? 32 : 0) + (e5m2_wide ? 16 : 0);
 }
