@@ -266,6 +266,20 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   };
   const char* k_head = static_cast<const char*>(p.k) + my_head_kv * p.k_stride[1] * KB;
   const char* v_head = static_cast<const char*>(p.v) + my_head_kv * p.v_stride[1] * KB;
+  // Contiguous caches: this thread's sources for its first row of the
+  // split's first block, and the bytes from one load pass (kRowsPerPass keys)
+  // or one block (BN keys) to the next, so that a copy's address is a 64-bit
+  // add where it was a product of strides per copy (~12 instructions a
+  // copy). Only where it measured faster (docs/perf-log.md "decode v17"):
+  // blocks of 8 rows at head dim 128 (4% on a small decode), warpgroup tiles
+  // and FP8 caches (2-3% at 32 and 64 rows). A 16-bit block of 32 rows
+  // measured 0.5% slower with it, and the pointers' ~8 more registers
+  // spilled at head dim 256 and where one 16-bit warp takes all of a block's
+  // keys.
+  constexpr bool kSteppedSources = !PAGED && D <= 128 && (kFp8 || WG || (kKeysAsRows && D == 128));
+  const i64 k_key_bytes = p.k_stride[2] * KB, v_key_bytes = p.v_stride[2] * KB;
+  const char* k_src_first = k_head + (i64(batch) * p.k_stride[0] + i64(k_begin + my_row) * p.k_stride[2] + my_src_col) * KB;
+  const char* v_src_first = v_head + (i64(batch) * p.v_stride[0] + i64(k_begin + my_row) * p.v_stride[2] + my_src_col) * KB;
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
@@ -289,6 +303,8 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         }
       }
     }
+    const char* k_step_src = k_src_first + i64(block) * BN * k_key_bytes;  // kSteppedSources: pass 0's
+    const char* v_step_src = v_src_first + i64(block) * BN * v_key_bytes;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = my_row + pass * kRowsPerPass;
@@ -305,10 +321,14 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
         const char* v_src = v_head + (page * p.v_stride[0] + page_row * p.v_stride[2] + my_src_col) * KB;
         cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), k_src, valid ? 16 : 0);
         cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), v_src, valid ? 16 : 0);
+      } else if constexpr (kSteppedSources) {
+        cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), valid ? k_step_src : p.k, valid ? 16 : 0);
+        cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), valid ? v_step_src : p.v, valid ? 16 : 0);
+        k_step_src += kRowsPerPass * k_key_bytes;
+        v_step_src += kRowsPerPass * v_key_bytes;
       } else {
-        // The contiguous expression predates the paged one and is kept as
-        // it was: its machine code (measured at 0.85 of the copy rate) stays
-        // the same.
+        // The products of strides, as before the stepped sources: their
+        // machine code stays the same where stepping is not used.
         const i64 outer = batch, inner = key;
         const char* k_src = k_head + (outer * p.k_stride[0] + inner * p.k_stride[2] + my_src_col) * KB;
         const char* v_src = v_head + (outer * p.v_stride[0] + inner * p.v_stride[2] + my_src_col) * KB;
