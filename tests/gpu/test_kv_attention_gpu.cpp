@@ -683,8 +683,12 @@ std::vector<KvCase> every_config_cases() {
   KvCase mqa = paged_case(DType::bf16, 64, 1, 128, 1, KvLayout::contiguous_bshd, 0, lengths, false);
   mqa.cache.capacity = 1536;
   KvCase rows64 = paged_case(DType::f16, 32, 2, 64, 4, KvLayout::paged_vllm, 16, lengths, true);
+  // Blocks of 8 rows over a 16-bit contiguous cache at head dim 128, whose
+  // loads step their source pointers (decode v17), head-major and causal.
+  KvCase gqa4_contiguous = paged_case(DType::f16, 8, 2, 128, 1, KvLayout::contiguous_bhsd, 0, lengths, true);
+  gqa4_contiguous.cache.capacity = 1536;
   return {gqa4,         gqa8_fp8,           speculative, fp8_d64, rows16_fp8, d256_fp8, paired_fp8,
-          page_descale, page_descale_rows16, mqa,         rows64};
+          page_descale, page_descale_rows16, mqa,         rows64,   gqa4_contiguous};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 
