@@ -96,17 +96,20 @@ inline DecodeShape parse_decode_shape(const std::string& text) {
   DecodeShape s{positive(0, "B"), positive(1, "Hq"), positive(2, "Hkv"), positive(3, "Sk"), positive(4, "D"),
                 jit::DType::f16};
   if (s.heads_q % s.heads_kv != 0) throw invalid(fmt::format("Hq {} is not a multiple of Hkv {}", s.heads_q, s.heads_kv));
-  if (fields[5] == "bf16") {
-    s.dtype = jit::DType::bf16;
-  } else if (fields[5] != "f16" && fields[5] != "fp16") {
-    throw invalid(fmt::format("dtype '{}' is not f16 or bf16", fields[5]));
-  }
+  auto sixteen_bit = [](const std::string& f) -> std::optional<jit::DType> {
+    if (f == "bf16") return jit::DType::bf16;
+    if (f == "f16" || f == "fp16") return jit::DType::f16;
+    return std::nullopt;
+  };
+  const std::optional<jit::DType> dtype = sixteen_bit(fields[5]);
+  if (!dtype) throw invalid(fmt::format("dtype '{}' is not f16 or bf16", fields[5]));
+  s.dtype = *dtype;
   if (fields.size() == 7) {
     if (fields[6] == "e4m3") {
       s.fp8_kv = jit::DType::e4m3;
     } else if (fields[6] == "e5m2") {
       s.fp8_kv = jit::DType::e5m2;
-    } else if (fields[6] != fields[5]) {
+    } else if (sixteen_bit(fields[6]) != s.dtype) {
       throw invalid(fmt::format("kv '{}' is not e4m3, e5m2 or the dtype", fields[6]));
     }
   }
