@@ -209,6 +209,7 @@ void to_json(Json& j, const AttnSpec& spec) {
   if (spec.varlen) j["varlen"] = true;
   if (spec.paired_kv_heads) j["kv_heads"] = 2;
   if (spec.page_descale) j["kv_scale"] = "page";
+  if (spec.page_size != 0) j["page"] = spec.page_size;
 }
 
 void from_json(const Json& j, AttnSpec& spec) {
@@ -238,6 +239,8 @@ void from_json(const Json& j, AttnSpec& spec) {
     throw Error(ErrorCode::Internal, fmt::format("unknown spec kv_scale '{}'", kv_scale));
   }
   spec.page_descale = kv_scale == "page";
+  spec.page_size = j.value("page", 0);
+  if (spec.page_size < 0) throw Error(ErrorCode::Internal, fmt::format("spec page is {}", spec.page_size));
 }
 
 Json attention_bucket(const AttnProblem& problem) {

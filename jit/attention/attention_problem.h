@@ -93,15 +93,19 @@ struct AttnSpec {
   // Decode over a paged FP8 cache whose descale factors are per (page, KV
   // head) ("kv_scale": "page"; attn_decode.cu, PAGE_DESCALE).
   bool page_descale = false;
+  // Decode over a paged cache: the page size the variant was compiled for
+  // ("page" in the JSON when set; attn_decode.cu, PAGE), 0 where the kernel
+  // reads it from its parameters.
+  int page_size = 0;
   auto fields() const {
     return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen, paired_kv_heads,
-                    page_descale);
+                    page_descale, page_size);
   }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
 // {"dtype": "f16" | "bf16", "d": head dim, "causal": bool} (and "paged",
-// "bm", "kv", "qkv", "varlen" when set): the form tune keys, cubin keys and tuning
+// "bm", "kv", "qkv", "varlen", "kv_heads", "kv_scale", "page" when set): the form tune keys, cubin keys and tuning
 // records hold.
 void to_json(Json& j, const AttnSpec& spec);
 void from_json(const Json& j, AttnSpec& spec);

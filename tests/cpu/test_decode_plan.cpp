@@ -1,5 +1,6 @@
 // Tests for the decode family's plans (jit/attention/decode/decode_family.cpp):
 // how a split's parts are merged on each target. No GPU (offline targets).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -267,8 +268,9 @@ TEST(DecodePlan, PairsKvHeadsOfFp8CachesAtHeadDim64WithFewRows) {
 }
 
 // The configs sm_90a's ptxas spills over a contiguous 16-bit cache leave
-// the space there, with a reason that says so; the same configs paged, or
-// on sm_89, are not left out for it.
+// the space there, with a reason that says so; the same configs paged (over
+// pages whose size the kernel reads: 7 keys), or on sm_89, are not left out
+// for it.
 TEST(DecodePlan, LeavesOutTheConfigsPtxasSpillsOnSm90) {
   const auto& decode = jit::detail::decode_attention_family();
   const jit::Target sm90 = target("sm_90a"), sm89 = target("sm_89");
@@ -297,7 +299,7 @@ TEST(DecodePlan, LeavesOutTheConfigsPtxasSpillsOnSm90) {
       EXPECT_NE(why->find("ptxas spills this config on sm_90a"), std::string::npos) << *why;
       const std::optional<std::string> why89 = decode.why_pruned(spec, config, sm89);
       EXPECT_TRUE(!why89 || why89->find("ptxas spills") == std::string::npos) << *why89;
-      p.page_size = 16;
+      p.page_size = 7;
       const std::optional<std::string> paged = decode.why_pruned(decode.spec_for(p), config, sm90);
       EXPECT_TRUE(!paged || paged->find("ptxas spills") == std::string::npos) << *paged;
     }
@@ -329,11 +331,11 @@ TEST(DecodePlan, FactorsPerPageTakeAVariantWithTheirRoomInTheRing) {
   EXPECT_TRUE(spec.get<jit::detail::AttnSpec>().page_descale) << "the JSON reads back";
   EXPECT_FALSE(per_sequence.contains("kv_scale"));
   const jit::Json config = decode.default_config(spec, sm90);
-  EXPECT_NE(decode.variant_name(spec, config).find("_paged_pagescale_"), std::string::npos)
+  EXPECT_NE(decode.variant_name(spec, config).find("_paged16_pagescale_"), std::string::npos)
       << decode.variant_name(spec, config);
   const std::string expression = decode.name_expression(spec, config);
-  EXPECT_EQ(expression.substr(expression.size() - 14), ", true, false>") << expression;
-  EXPECT_EQ(decode.name_expression(per_sequence, config).find(", false, false, false>") + 22,
+  EXPECT_EQ(expression.substr(expression.size() - 18), ", true, false, 16>") << expression;
+  EXPECT_EQ(decode.name_expression(per_sequence, config).find(", false, false, false, 16>") + 26,
             decode.name_expression(per_sequence, config).size());
   const AttnPlan with = decode.plan(p, config, sm90);
   p.descale_per_page = false;
@@ -372,4 +374,52 @@ TEST(DecodePlan, FactorsPerPageTakeAVariantWithTheirRoomInTheRing) {
   odd = spec.get<jit::detail::AttnSpec>();
   odd.fp8_kv = false;
   EXPECT_TRUE(decode.why_pruned(jit::Json(odd), config, sm90).has_value());
+}
+
+// Pages of a power of two of at least 8 keys: the variant is compiled for the
+// page size (its loads step through a page); other sizes share one variant
+// that reads it from the parameters, and contiguous caches have none.
+TEST(DecodePlan, PowerOfTwoPagesOfEightKeysOrMoreCompileTheirPageSize) {
+  const auto& decode = jit::detail::decode_attention_family();
+  const jit::Target sm90 = target("sm_90a");
+  AttnProblem p = long_decode(0);
+  for (const std::int64_t page : {8, 16, 64, 256}) {
+    p.page_size = page;
+    const jit::Json spec = decode.spec_for(p);
+    EXPECT_EQ(spec.value("page", 0), page);
+    EXPECT_EQ(spec.get<jit::detail::AttnSpec>().page_size, page) << "the JSON reads back";
+    const jit::Json config = decode.default_config(spec, sm90);
+    const std::string name = decode.variant_name(spec, config);
+    EXPECT_NE(name.find(fmt::format("_paged{}_", page)), std::string::npos) << name;
+    const std::string expression = decode.name_expression(spec, config);
+    EXPECT_TRUE(expression.ends_with(fmt::format(", false, false, {}>", page))) << expression;
+  }
+  for (const std::int64_t page : {1, 2, 4, 7, 24, 0}) {
+    p.page_size = page;
+    const jit::Json spec = decode.spec_for(p);
+    EXPECT_FALSE(spec.contains("page")) << "page size " << page;
+    const jit::Json config = decode.default_config(spec, sm90);
+    const std::string name = decode.variant_name(spec, config);
+    EXPECT_NE(name.find(page > 0 ? "_paged_" : "_causal_bm"), std::string::npos) << name;
+    const std::string expression = decode.name_expression(spec, config);
+    EXPECT_TRUE(expression.ends_with(", false, false, false>")) << expression;
+  }
+  // The 16-bit configs ptxas spills with a compiled page size leave the
+  // space on sm_90a; the same config over pages of 7 keys stays.
+  AttnProblem rows32 = long_decode(0);
+  rows32.heads_kv = 1;
+  rows32.page_size = 16;
+  const jit::Json spilling = {{"bn", 64}, {"stages", 3}, {"warps", 2}};
+  const std::optional<std::string> why = decode.why_pruned(decode.spec_for(rows32), spilling, sm90);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("ptxas spills"), std::string::npos) << *why;
+  rows32.page_size = 7;
+  const std::optional<std::string> generic_why = decode.why_pruned(decode.spec_for(rows32), spilling, sm90);
+  EXPECT_FALSE(generic_why.has_value()) << *generic_why;
+
+  // Only paged variants carry one.
+  p.page_size = 16;
+  jit::detail::AttnSpec odd = decode.spec_for(p);
+  odd.paged = false;
+  EXPECT_TRUE(decode.why_pruned(jit::Json(odd), decode.default_config(decode.spec_for(p), sm90), sm90).has_value());
 }

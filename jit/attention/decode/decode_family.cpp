@@ -71,6 +71,14 @@ bool pairs_kv_heads(const AttnProblem& p) {
 }
 int ctas_kv_heads(const AttnProblem& p) { return int(pairs_kv_heads(p) ? p.heads_kv / 2 : p.heads_kv); }
 
+// The page size a paged variant is compiled for: a power of two of at least
+// 8, where a thread's load passes can step through a page (attn_decode.cu,
+// kPageSteps); other sizes (1, or 7) are read from the parameters, by one
+// variant for all of them. (Validation caps page sizes at 256.)
+int compiled_page_size(std::int64_t page_size) {
+  return page_size >= 8 && std::has_single_bit(std::uint64_t(page_size)) ? int(page_size) : 0;
+}
+
 // Packed rows per CTA: the query heads sharing a KV head times the new rows,
 // rounded up to whole 16-row m-tiles, at most 64 (more rows take more CTAs).
 // Up to 8 rows (a GQA group of 8 or fewer, one new row each) take a block
@@ -137,6 +145,18 @@ constexpr SpillingConfig kSm90ContiguousSpills[] = {
 constexpr SpillingConfig kSm90PageDescaleSpills[] = {
     {128, true, 32, 64, 3, 2}, {128, true, 32, 64, 6, 2}, {128, false, 32, 64, 3, 2}};
 
+// And 16-bit pools with a compiled page size (attn_decode.cu, kPageSteps),
+// from the sweep of the 4,390 sm_90a page-16 variants: 32 rows in 64-key
+// blocks of two warps at head dim 128, causal, at two, three and six stages
+// (120-128 bytes at 255 registers); at head dim 64, 32 rows in 128-key
+// blocks at two stages, four warps (48 bytes) or eight, causal (16 bytes),
+// at ptxas's own target of 128 registers. Listed for every compiled page
+// size, whose code differs from page 16's only where a page holds several
+// blocks.
+constexpr SpillingConfig kSm90PagedStepsSpills[] = {
+    {128, true, 32, 64, 2, 2}, {128, true, 32, 64, 3, 2},  {128, true, 32, 64, 6, 2},
+    {64, false, 32, 128, 2, 4}, {64, true, 32, 128, 2, 8}};
+
 bool spills_on_sm90(const AttnSpec& s, const DecodeConfig& c, const Target& target) {
   if (target.cc != 90 || c.wg) return false;
   auto listed = [&](std::span<const SpillingConfig> list) {
@@ -146,6 +166,7 @@ bool spills_on_sm90(const AttnSpec& s, const DecodeConfig& c, const Target& targ
     });
   };
   if (s.page_descale) return listed(kSm90PageDescaleSpills);
+  if (!s.fp8_kv && s.paged && s.page_size != 0) return listed(kSm90PagedStepsSpills);
   return !s.fp8_kv && !s.paged && listed(kSm90ContiguousSpills);
 }
 
@@ -219,6 +240,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     s.block_m = block_m_for(decode_packed_rows(problem));
     s.paired_kv_heads = pairs_kv_heads(problem);
     s.page_descale = problem.descale_per_page;
+    s.page_size = compiled_page_size(problem.page_size);
     return s;
   }
 
@@ -242,6 +264,11 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
           s.paged = paged;
           s.block_m = block_m;
           push(s);
+          if (paged) {  // and compiled for the common page size
+            s.page_size = 16;
+            push(s);
+            s.page_size = 0;
+          }
           if (s.fp8_kv && s.head_dim == 64 && block_m == 8) {
             s.paired_kv_heads = true;
             push(s);
@@ -289,6 +316,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
       return "paired KV heads: an FP8 cache at head dim 64 in blocks of 8 rows";
     }
     if (s.page_descale && !(s.fp8_kv && s.paged)) return "descale factors per page: a paged FP8 cache";
+    if (s.page_size != 0 && !s.paged) return "a compiled page size: a paged cache";
     const int d = tile_head_dim(s);
     if (s.fp8_kv && fp8_needs_sm89(s.fp8_format) && target.cc < 89) {
       return fmt::format("an {} cache needs sm_89 or newer, not {}", kernel_dtype_name(s.fp8_format), target.arch);
@@ -335,19 +363,21 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
   }
 
   std::string typed_variant_name(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("attn_decode_d{}_{}{}{}{}{}{}_bm{}_bn{}_st{}_w{}{}", s.head_dim, kernel_dtype_name(s.dtype),
+    return fmt::format("attn_decode_d{}_{}{}{}{}{}{}{}_bm{}_bn{}_st{}_w{}{}", s.head_dim, kernel_dtype_name(s.dtype),
                        s.fp8_kv ? fmt::format("_kv{}", kernel_dtype_name(s.fp8_format)) : "",
                        s.paired_kv_heads ? "_kvheads2" : "", s.causal ? "_causal" : "", s.paged ? "_paged" : "",
-                       s.page_descale ? "_pagescale" : "", s.block_m, c.bn, c.stages, c.warps,
-                       c.wg ? "_wg" : "");
+                       s.page_size != 0 ? fmt::format("{}", s.page_size) : "", s.page_descale ? "_pagescale" : "",
+                       s.block_m, c.bn, c.stages, c.warps, c.wg ? "_wg" : "");
   }
 
   std::string typed_name_expression(const AttnSpec& s, const DecodeConfig& c) const override {
-    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}, {}, {}>",
+    // PAGE, the 13th argument, only where set: the other variants keep their names.
+    return fmt::format("cujit::decode::attn_decode<{}, {}, {}, {}, {}, cujit::{}, cujit::{}, {}, {}, {}, {}, {}{}>",
                        tile_head_dim(s), s.block_m, c.bn, c.stages, c.warps, kernel_dtype_name(s.dtype),
                        kernel_dtype_name(s.fp8_kv ? s.fp8_format : s.dtype), s.causal ? "true" : "false",
                        s.paged ? "true" : "false", s.paired_kv_heads ? "true" : "false",
-                       s.page_descale ? "true" : "false", c.wg ? "true" : "false");
+                       s.page_descale ? "true" : "false", c.wg ? "true" : "false",
+                       s.page_size != 0 ? fmt::format(", {}", s.page_size) : "");
   }
 
   bool supports(const AttnProblem& p, const Target& target) const override {

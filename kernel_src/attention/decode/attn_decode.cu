@@ -79,7 +79,7 @@ __host__ __device__ constexpr int decode_min_ctas_per_sm(bool fp8) {
 #endif
 }
 template <int D, int BM, int BN, int STAGES, int WARPS, class T, class TKV, bool CAUSAL, bool PAGED, bool PAIRED,
-          bool PAGE_DESCALE, bool WG = false>
+          bool PAGE_DESCALE, bool WG = false, int PAGE = 0>
 __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>::value)) attn_decode(const __grid_constant__ DecodeParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
   constexpr bool kFp8 = is_fp8<TKV>::value;
@@ -100,6 +100,7 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   static_assert(!PAGE_DESCALE || (kFp8 && PAGED), "descale factors per page: a paged FP8 cache");
   constexpr int kFactorHeads = decode_page_factor_heads(PAGE_DESCALE, PAIRED);
   static_assert(!WG || (BM == 64 && !kFp8 && D <= 128), "warpgroup MMAs: 64 rows over a 16-bit cache, D <= 128");
+  static_assert(PAGE >= 0 && (PAGE == 0 || PAGED), "PAGE: the pool's page size where the plan compiled for it, else 0");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
   static_assert(!WG, "warpgroup MMAs need sm_90a");
 #endif
@@ -130,6 +131,13 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   static_assert(BN % kRowsPerPass == 0, "the threads cover a K/V block in whole passes");
   constexpr int kPasses = BN / kRowsPerPass;
   static_assert(!PAGED || kPasses <= kMaxPagedLoadPasses, "paged: each load pass holds its key's page lookup");
+  // A page size known here, a multiple of the rows a load pass covers, and
+  // either a whole number of pages a block or a whole number of blocks a
+  // page: a block starts a page or lies in one (its first key, k_begin + block
+  // * BN, is a multiple of BN), and a thread's passes within a page step its
+  // sources by a constant, reading the page's id once.
+  constexpr bool kPageSteps =
+      PAGE > 0 && PAGE % kRowsPerPass == 0 && (BN % PAGE == 0 || PAGE % BN == 0);
 
   extern __shared__ __align__(128) unsigned char smem[];
   // WG: the swizzle atoms start 1024-byte aligned (the host adds the slack).
@@ -239,12 +247,15 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     return sFactors + u32((((block % STAGES) * 2 + kv) * kFactorHeads + head) * BN + slot) * 4;
   };
   auto factor_key_slot = [](int key) { return kKeysAsRows ? (key & ~15) | (key & 7) << 1 | (key >> 3 & 1) : key; };
-  auto first_page_index = [&](int block) { return int(p.page_div.quotient(unsigned(k_begin + block * BN))); };
+  // A key's page index and the page size: constants where PAGE is known.
+  auto page_of = [&](unsigned key) { return PAGE > 0 ? key / unsigned(PAGE) : p.page_div.quotient(key); };
+  const unsigned page_keys = PAGE > 0 ? unsigned(PAGE) : p.page_div.divisor;
+  auto first_page_index = [&](int block) { return int(page_of(unsigned(k_begin + block * BN))); };
   auto copy_table = [&](int block) {
     if constexpr (PAGED) {
       if (block >= n_blocks) return;
       const int first = first_page_index(block);
-      const int last = int(p.page_div.quotient(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1)));
+      const int last = int(page_of(unsigned(min(k_begin + (block + 1) * BN, k_end) - 1)));
       if (tid <= last - first) {  // at most BN <= threads entries (static_assert above)
         cp_async_ca_4(sTable + u32((block % kTableSlots) * BN + tid) * 4,
                       p.block_table + batch * p.table_stride + first + tid);
@@ -260,9 +271,9 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   };
   auto key_page = [&](int block, int first, int key) {
     const unsigned in_range = unsigned(min(key, k_end - 1));
-    const unsigned index = p.page_div.quotient(in_range);
+    const unsigned index = page_of(in_range);
     const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + int(index) - first) * 4));
-    return KeyPage{max(min(entry, p.num_pages - 1), 0), in_range - index * p.page_div.divisor};
+    return KeyPage{max(min(entry, p.num_pages - 1), 0), in_range - index * page_keys};
   };
   const char* k_head = static_cast<const char*>(p.k) + my_head_kv * p.k_stride[1] * KB;
   const char* v_head = static_cast<const char*>(p.v) + my_head_kv * p.v_stride[1] * KB;
@@ -280,6 +291,10 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
   const i64 k_key_bytes = p.k_stride[2] * KB, v_key_bytes = p.v_stride[2] * KB;
   const char* k_src_first = k_head + (i64(batch) * p.k_stride[0] + i64(k_begin + my_row) * p.k_stride[2] + my_src_col) * KB;
   const char* v_src_first = v_head + (i64(batch) * p.v_stride[0] + i64(k_begin + my_row) * p.v_stride[2] + my_src_col) * KB;
+  // kPageSteps: row my_row of page 0 (the page's base is added per page).
+  const i64 k_page_bytes = p.k_stride[0] * KB, v_page_bytes = p.v_stride[0] * KB;
+  const char* k_row_src = k_head + (i64(my_row) * p.k_stride[2] + my_src_col) * KB;
+  const char* v_row_src = v_head + (i64(my_row) * p.v_stride[2] + my_src_col) * KB;
   auto load_kv = [&](int block) {
     if (block >= n_blocks) return;
     const u32 stage = u32(block % STAGES) * KVTile::kBytes;
@@ -305,12 +320,41 @@ __global__ void __launch_bounds__(WARPS * 32, decode_min_ctas_per_sm(is_fp8<TKV>
     }
     const char* k_step_src = k_src_first + i64(block) * BN * k_key_bytes;  // kSteppedSources: pass 0's
     const char* v_step_src = v_src_first + i64(block) * BN * v_key_bytes;
+    // kPageSteps: the block's first key's row in its page (0 where a block
+    // starts a page), and this thread's sources in the current page.
+    const unsigned block_row0 = PAGE > BN ? unsigned(k_begin + block * BN) % unsigned(PAGE) : 0u;
+    const char* k_page_src = nullptr;
+    const char* v_page_src = nullptr;
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = my_row + pass * kRowsPerPass;
       const int key = k_begin + block * BN + row;
       const bool valid = key < k_end;
-      if constexpr (PAGED) {
+      if constexpr (kPageSteps) {
+        // Pass `pass` covers block rows pass * kRowsPerPass + [0,
+        // kRowsPerPass): page (pass * kRowsPerPass) / PAGE of the block's
+        // table slot, rows from block_row0 + (pass * kRowsPerPass) % PAGE.
+        // A key past the split's end may read a slot its block did not
+        // fill: its page id is clamped to the pool and its row stays in the
+        // page, so its address is in the pool (it is not loaded).
+        constexpr int kPassesPerPage = PAGE / kRowsPerPass;
+        if (pass % kPassesPerPage == 0) {
+          const int slot = PAGE <= BN ? pass / kPassesPerPage : 0;
+          const int entry = int(ld_shared_b32(sTable + u32((block % kTableSlots) * BN + slot) * 4));
+          const unsigned page = unsigned(max(min(entry, p.num_pages - 1), 0));
+          k_page_src = k_row_src + page * k_page_bytes;
+          v_page_src = v_row_src + page * v_page_bytes;
+          if constexpr (PAGE > BN) {
+            k_page_src += block_row0 * k_key_bytes;
+            v_page_src += block_row0 * v_key_bytes;
+          }
+        } else {
+          k_page_src += kRowsPerPass * k_key_bytes;
+          v_page_src += kRowsPerPass * v_key_bytes;
+        }
+        cp_async_cg_16(sK + stage + KVTile::offset(row, my_col), k_page_src, valid ? 16 : 0);
+        cp_async_cg_16(sV + stage + KVTile::offset(row, my_col), v_page_src, valid ? 16 : 0);
+      } else if constexpr (PAGED) {
         // Keys past the split's end take its last key's address (they are
         // not loaded). Page ids and rows as 32-bit unsigned, so each product
         // with a stride is one wide multiply-add: a paged decode computes
