@@ -328,7 +328,7 @@ KvCase fp8_case(KvCase c, DType format = DType::e4m3) {
 // each pair also has a wider table than needed, padded rows and Sq = 4.
 std::vector<KvCase> page_size_cases() {
   const KvLayout layouts[] = {KvLayout::paged_vllm, KvLayout::paged_head_major, KvLayout::paged_interleaved};
-  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256};
+  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256, 8};  // 8: the smallest compiled page size
   std::vector<KvCase> cases;
   for (std::size_t i = 0; i < std::size(page_sizes); ++i) {
     const std::int64_t ps = page_sizes[i];
@@ -467,7 +467,7 @@ INSTANTIATE_TEST_SUITE_P(HeadDim256, KvAttentionHeadDim256Gpu, ::testing::Values
 std::vector<KvCase> fp8_cases() {
   std::vector<KvCase> cases;
   const KvLayout layouts[] = {KvLayout::paged_vllm, KvLayout::paged_head_major, KvLayout::paged_interleaved};
-  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256};
+  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256, 8};  // 8: the smallest compiled page size
   for (std::size_t i = 0; i < std::size(page_sizes); ++i) {
     const std::int64_t ps = page_sizes[i];
     const std::vector<std::int64_t> lengths = {0, 1, ps - 1, ps + 1, 3 * ps + 2, 700};
@@ -511,7 +511,7 @@ INSTANTIATE_TEST_SUITE_P(Fp8Cache, KvAttentionGpu, ::testing::ValuesIn(fp8_cases
 std::vector<KvCase> e5m2_cases() {
   std::vector<KvCase> cases;
   const KvLayout layouts[] = {KvLayout::paged_vllm, KvLayout::paged_head_major, KvLayout::paged_interleaved};
-  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256};
+  const std::int64_t page_sizes[] = {1, 7, 16, 64, 256, 8};  // 8: the smallest compiled page size
   for (std::size_t i = 0; i < std::size(page_sizes); ++i) {
     const std::int64_t ps = page_sizes[i];
     const std::vector<std::int64_t> lengths = {0, 1, ps - 1, ps + 1, 3 * ps + 2, 700};
@@ -687,8 +687,11 @@ std::vector<KvCase> every_config_cases() {
   // loads step their source pointers (decode v17), head-major and causal.
   KvCase gqa4_contiguous = paged_case(DType::f16, 8, 2, 128, 1, KvLayout::contiguous_bhsd, 0, lengths, true);
   gqa4_contiguous.cache.capacity = 1536;
-  return {gqa4,         gqa8_fp8,           speculative, fp8_d64, rows16_fp8, d256_fp8, paired_fp8,
-          page_descale, page_descale_rows16, mqa,         rows64,   gqa4_contiguous};
+  // A 16-bit pool whose pages hold several blocks of 32 keys (the variants
+  // compiled for the page size step through a page), GQA-8, head-major.
+  KvCase gqa8_pages64 = paged_case(DType::bf16, 16, 2, 128, 1, KvLayout::paged_head_major, 64, lengths, true);
+  return {gqa4,         gqa8_fp8,           speculative, fp8_d64, rows16_fp8,      d256_fp8,    paired_fp8,
+          page_descale, page_descale_rows16, mqa,         rows64,  gqa4_contiguous, gqa8_pages64};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 
