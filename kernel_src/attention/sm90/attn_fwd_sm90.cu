@@ -38,7 +38,12 @@ namespace cujit::sm90 {
 // TIN: q's, k's and v's type (T, or e4m3). VT_STAGED (FP8, dense): V comes
 // transposed from the staging pass (v_stage.cu), and the producer loads it
 // into the transposed ring by TMA: the transposer's warps have no work.
-template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN, class TIN, bool VT_STAGED>
+// KV_CACHE: a chunk of query rows over a KV cache, each sequence's keys its
+// length (Sm90AttnParams::seq_lens); PAGE > 0: the cache in pages of PAGE
+// keys, loaded by page (kv_loader.cuh). Both left out of the other
+// variants' names.
+template <int D, int BM, int BN, int STAGES, class T, bool CAUSAL, bool VARLEN, class TIN, bool VT_STAGED,
+          bool KV_CACHE = false, int PAGE = 0>
 __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
     attn_fwd_sm90(const __grid_constant__ Sm90AttnParams p) {
   static_assert(same_type<T, f16>::value || same_type<T, bf16>::value, "T is f16 or bf16");
@@ -46,7 +51,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   static_assert(BM == 64 || BM == 128 || BM == 192, "one to three consumer warpgroups of 64 rows");
   static_assert(BN % 16 == 0 && BN <= 256, "BN is a multiple of 16 (the k-step of P V), at most 256");
   static_assert(STAGES >= 2, "the K/V ring needs at least two stages");
-  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN, TIN, VT_STAGED>;
+  using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN, TIN, VT_STAGED, KV_CACHE, PAGE>;
   static_assert(same_type<TIN, T>::value || (Traits::kFp8 && BM != 64 && D != 64),
                 "FP8 inputs: two or three consumer warpgroups, D of whole 128-byte chunks");
   constexpr int kConsumers = Traits::kConsumers;
@@ -87,7 +92,14 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
         return;
       }
     }
-    if (threadIdx.x == 0) produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV, sVt});
+    if (threadIdx.x == 0) {
+      if constexpr (PAGE > 0) {
+        produce(p, bars, sQ,
+                PagedTmaKvLoader<Traits>{&p.k, &p.v, sK, sV, p.block_table, p.table_stride, p.num_pages});
+      } else {
+        produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV, sVt});
+      }
+    }
     return;
   }
 
@@ -102,7 +114,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   mainloop.turn.start();
 
   int kv_iter = 0;
-  for_each_tile<CAUSAL, VARLEN>(p, [&](int tile_iter, const Tile& t) {
+  for_each_tile<CAUSAL, VARLEN, KV_CACHE>(p, [&](int tile_iter, const Tile& t) {
     const RingSlot<Traits::kQBuffers> q = RingSlot<Traits::kQBuffers>::at(tile_iter);
     const u32 sQ_wg = sQ + q.index * L.q_bytes + wg * 64 * kRowBytes;  // this warpgroup's 64 rows of chunk 0
     const int m0 = t.m_block * BM;

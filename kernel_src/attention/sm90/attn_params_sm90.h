@@ -33,6 +33,15 @@ struct Sm90AttnParams {
   // two outer dimensions), boxes of (128, D).
   int vt_blocks;
   FastDivisor tile_divisor, group_divisor, last_group_divisor, head_divisor;
+  // A chunk of query rows over a KV cache (KV_CACHE): each sequence's key
+  // count, at most attn.seq_k (null: every sequence has attn.seq_k keys).
+  // Paged (PAGE > 0): `k` and `v` map the page pools as (D, page size, Hkv,
+  // pages), and row b of the block table, table_stride entries from the
+  // last, lists sequence b's pages of [0, num_pages).
+  const int* seq_lens;
+  const int* block_table;
+  long long table_stride;
+  int num_pages;
 };
 
 }  // namespace cujit

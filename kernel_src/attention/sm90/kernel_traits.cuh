@@ -10,18 +10,28 @@ namespace cujit::sm90 {
 // T: the output's type; TIN: q's, k's and v's (T, or e4m3).
 // VT_STAGED_ (FP8): V comes transposed from the staging pass (v_stage.cu),
 // loaded by TMA straight into the transposed ring; no warp transposes it.
+// KV_CACHE_: the keys are a KV cache's, each sequence's count from
+// Sm90AttnParams::seq_lens; PAGE_ > 0: in pages of PAGE_ keys through its
+// block table.
 template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_, class TIN_ = T_,
-          bool VT_STAGED_ = false>
+          bool VT_STAGED_ = false, bool KV_CACHE_ = false, int PAGE_ = 0>
 struct KernelTraits {
   static constexpr int D = D_, BM = BM_, BN = BN_, STAGES = STAGES_;
   static constexpr bool CAUSAL = CAUSAL_;
   static constexpr bool VARLEN = VARLEN_;  // a ragged batch: tiles from AttnParams::varlen_tiles
+  static constexpr bool KV_CACHE = KV_CACHE_;
+  static constexpr int PAGE = PAGE_;
+  static_assert(!KV_CACHE || !VARLEN, "a KV cache's chunk is a dense batch of per-sequence lengths");
+  static_assert(PAGE == 0 || (KV_CACHE && PAGE >= 8 && (BN % PAGE == 0 || PAGE % BN == 0)),
+                "pages of at least 8 keys (a box starts a 1,024-byte swizzle atom), a whole number a block "
+                "or blocks a page");
   using T = T_;
   using TIN = TIN_;
   // FP8 inputs: V is transposed in shared memory by the producer warpgroup
   // (v_transposer.cuh), P is rounded to e4m3 for P V, and the descale
   // factors scale S and O.
   static constexpr bool kFp8 = same_type<TIN, e4m3>::value;
+  static_assert(!KV_CACHE || !kFp8, "a KV cache's chunk: 16-bit q, K and V");
   static constexpr bool kVtStaged = VT_STAGED_;
   static_assert(!kVtStaged || (kFp8 && !VARLEN), "staged V: FP8 inputs, dense batches");
   static constexpr int kConsumers = BM / 64;  // warpgroups of 64 query rows

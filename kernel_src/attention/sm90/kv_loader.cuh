@@ -22,11 +22,13 @@ struct TmaKvLoader {
     prefetch_tensor_map(v);
   }
   // The BN keys from row `first_key` of (head_kv, batch) into ring stage
-  // `stage`.
-  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, int head_kv, int batch) const {
+  // `stage` (`seq_k`, the sequence's keys, is the paged loader's).
+  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, int head_kv, int batch,
+                                         int /*seq_k*/) const {
     load(k, sK, stage, full, first_key, head_kv, batch);
   }
-  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, int head_kv, int batch) const {
+  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, int head_kv, int batch,
+                                         int /*seq_k*/) const {
     load(v, sV, stage, full, first_key, head_kv, batch);
   }
   // Staged V (Traits::kVtStaged; `v` maps the staging as [rows][128 bytes]):
@@ -51,6 +53,68 @@ struct TmaKvLoader {
     for (int c = 0; c < L.chunks; ++c)
       tma_load_4d(ring + stage * L.kv_bytes + c * Traits::BN * kRowBytes, map, full.addr, c * Traits::kChunkColumns,
                   first_key, head_kv, batch);
+  }
+};
+
+// The same from page pools (Traits::PAGE keys a page): `k` and `v` map a pool
+// as (D, page size, Hkv, pages), and a block's keys come a page at a time,
+// boxes of (chunk columns, PAGE) rows, or from one page where a page holds
+// several blocks. Each box starts on a 1,024-byte swizzle atom of the stage
+// (PAGE >= 8 rows of 128 bytes), so the boxes lay the block out as one box
+// of BN rows would. A page past the sequence's last (a block's keys past its
+// length) takes the last one's id, and ids are clamped to the pool, so every
+// box reads the pool's memory: those keys are masked, and their V rows
+// zeroed before P V (mainloop.cuh).
+template <class Traits>
+struct PagedTmaKvLoader {
+  static constexpr int PAGE = Traits::PAGE, BN = Traits::BN;
+  static constexpr int kBoxRows = PAGE < BN ? PAGE : BN;
+  const TmaDescriptor* k;
+  const TmaDescriptor* v;
+  u32 sK, sV;
+  const int* block_table;
+  long long table_stride;
+  int num_pages;
+
+  __device__ __forceinline__ void prefetch() const {
+    prefetch_tensor_map(k);
+    prefetch_tensor_map(v);
+  }
+  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, int head_kv, int batch,
+                                         int seq_k) const {
+    load(k, sK, stage, full, first_key, head_kv, batch, seq_k);
+  }
+  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, int head_kv, int batch,
+                                         int seq_k) const {
+    load(v, sV, stage, full, first_key, head_kv, batch, seq_k);
+  }
+
+ private:
+  __device__ __forceinline__ void load(const TmaDescriptor* map, u32 ring, int stage, Mbarrier full, int first_key,
+                                       int head_kv, int batch, int seq_k) const {
+    constexpr SmemLayout L = Traits::layout();
+    constexpr int kBoxes = BN / kBoxRows;
+    // The producer thread runs on few registers (setmaxnreg): page ids in
+    // groups of kGroup, whose table loads overlap.
+    constexpr int kGroup = kBoxes < 2 ? kBoxes : 2;
+    const int* row = block_table + batch * table_stride;
+    const int last = int(unsigned(seq_k - 1) / unsigned(PAGE));  // a loaded block has a key
+    const int first = int(unsigned(first_key) / unsigned(PAGE));
+    const int row_in_page = PAGE > BN ? int(unsigned(first_key) % unsigned(PAGE)) : 0;
+#pragma unroll 1
+    for (int g = 0; g < kBoxes; g += kGroup) {
+      int page[kGroup];
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i) {
+        if (g + i < kBoxes) page[i] = min(max(row[min(first + g + i, last)], 0), num_pages - 1);
+      }
+#pragma unroll
+      for (int i = 0; i < kGroup; ++i)
+#pragma unroll
+        for (int c = 0; c < L.chunks; ++c)
+          if (g + i < kBoxes) tma_load_4d(ring + stage * L.kv_bytes + (c * BN + (g + i) * kBoxRows) * kRowBytes, map, full.addr,
+                      c * Traits::kChunkColumns, row_in_page, head_kv, page[i]);
+    }
   }
 };
 

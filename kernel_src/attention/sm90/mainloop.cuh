@@ -51,6 +51,7 @@ struct Mainloop {
     scores_landed<0>(s, stage, n, q_empty);
     softmax_step(s, softmax, correction, n, blocks.first_masked, keys, m_wg);  // O is still zero: no rescale
     to_operand_a(s, pa);
+    if constexpr (Traits::KV_CACHE) zero_v_past_length(stage, phase, keys.seq_k - n * BN);
 
     for (--n; n >= 0; --n) {
       const int next_stage = (kv_iter + 1) % STAGES;
@@ -96,6 +97,28 @@ struct Mainloop {
   }
 
  private:
+  // A KV cache holds anything past a sequence's length, NaN included, and a
+  // paged block's last page may reach past it: those keys' probabilities
+  // are 0, but 0 * NaN is NaN in P V. So each warpgroup zeroes the V rows of
+  // the tile's last block (the first it multiplies) past the length before
+  // its P V reads them; the others write the same zeros.
+  __device__ __forceinline__ void zero_v_past_length(int stage, u32 phase, int valid) const {
+    if (valid >= BN) return;
+    constexpr SmemLayout L = Traits::layout();
+    constexpr int kUnitsPerRow = kRowBytes / 16;
+    const int units = (BN - valid) * kUnitsPerRow;
+    const u32 tail = sV + u32(stage * L.kv_bytes + valid * kRowBytes);
+    bars.pv_full(stage).wait(phase);
+#pragma unroll
+    for (int c = 0; c < L.chunks; ++c) {
+      for (int u = warp * 32 + lane; u < units; u += 128) {
+        st_shared_v4_f32(tail + u32(c * BN * kRowBytes + u * 16), 0.f, 0.f, 0.f, 0.f);
+      }
+    }
+    fence_proxy_async_shared();  // the zeros, before wgmma reads the stage
+    warpgroup_sync<Traits::kConsumers>(turn.wg);
+  }
+
   // One ping-pong turn: S = Q K^T from K stage qk_stage, O += P V from V
   // stage pv_stage, or one of them; a commit group each. Where the traits
   // say so, O is rescaled by the last softmax's correction inside the turn,

@@ -19,7 +19,7 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
   prefetch_tensor_map(&p.q);
   kv.prefetch();
   int kv_iter = 0;
-  for_each_tile<Traits::CAUSAL, Traits::VARLEN>(p, [&](int tile_iter, const Tile& t) {
+  for_each_tile<Traits::CAUSAL, Traits::VARLEN, Traits::KV_CACHE>(p, [&](int tile_iter, const Tile& t) {
     const RingSlot<Traits::kQBuffers> q = RingSlot<Traits::kQBuffers>::at(tile_iter);
     const int m0 = t.m_block * BM;
     const int head_kv = t.head / a.group;
@@ -40,7 +40,7 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
       const RingSlot<Traits::STAGES> kv_slot = RingSlot<Traits::STAGES>::at(kv_iter);
       bars.k_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
       bars.k_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
-      kv.load_k(kv_slot.index, bars.k_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch);
+      kv.load_k(kv_slot.index, bars.k_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch, t.seq_k);
       if constexpr (Traits::kVtStaged) {
         bars.vt_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
         bars.vt_full(kv_slot.index).arrive_expect_tx(L.vt_bytes);
@@ -48,7 +48,7 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
       } else {
         bars.v_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
         bars.v_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
-        kv.load_v(kv_slot.index, bars.v_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch);
+        kv.load_v(kv_slot.index, bars.v_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch, t.seq_k);
       }
     }
   });

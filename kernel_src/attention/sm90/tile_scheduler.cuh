@@ -23,7 +23,9 @@ struct Tile {
 // (1: the m-blocks of one pair together, sharing its K/V in L2; every pair:
 // tiles of equal length together; jit/attention/sm90/tile_order.h says
 // which the host picks). Causal tiles run longest (last m-block) first.
-template <bool CAUSAL>
+// KV_CACHE: sequence b's keys are its length (clamped to the cache's
+// attn.seq_k), its causal diagonal bottom-right to them.
+template <bool CAUSAL, bool KV_CACHE>
 __device__ __forceinline__ Tile dense_tile_at(int index, const Sm90AttnParams& p) {
   const unsigned group = p.tile_divisor.quotient(index);
   const unsigned within = p.tile_divisor.remainder(index, group);
@@ -34,8 +36,12 @@ __device__ __forceinline__ Tile dense_tile_at(int index, const Sm90AttnParams& p
   const unsigned bh = first + by.remainder(within, unsigned(m));
   const unsigned batch = p.head_divisor.quotient(bh);
   const AttnParams& a = p.attn;
+  int seq_k = a.seq_k;
+  if constexpr (KV_CACHE) {
+    if (p.seq_lens != nullptr) seq_k = min(max(p.seq_lens[batch], 0), a.seq_k);
+  }
   return {CAUSAL ? p.m_blocks - 1 - m : m, int(p.head_divisor.remainder(bh, batch)), int(batch), 0, 0,
-          a.seq_q, a.seq_k, a.causal_offset, int(batch)};
+          a.seq_q, seq_k, KV_CACHE ? a.causal_offset + seq_k - a.seq_k : a.causal_offset, int(batch)};
 }
 
 // A ragged batch: every head of the prepare step's tile index / heads_q, in
@@ -56,7 +62,7 @@ __device__ __forceinline__ int tile_index(int round) {
 }
 
 // body(i, tile) for this CTA's i-th tile, i = 0, 1, ...
-template <bool CAUSAL, bool VARLEN, class Body>
+template <bool CAUSAL, bool VARLEN, bool KV_CACHE, class Body>
 __device__ __forceinline__ void for_each_tile(const Sm90AttnParams& p, Body&& body) {
   // A ragged batch's tiles are the prepare step's output: with programmatic
   // dependent launch this kernel may start before that step ends.
@@ -69,7 +75,7 @@ __device__ __forceinline__ void for_each_tile(const Sm90AttnParams& p, Body&& bo
       const int next = tile_index(tile_iter + 1);
       if (next < total_tiles) prefetch_l1(p.attn.varlen_tiles + p.head_divisor.quotient(next));
     }
-    body(tile_iter, VARLEN ? varlen_tile_at(index, p) : dense_tile_at<CAUSAL>(index, p));
+    body(tile_iter, VARLEN ? varlen_tile_at(index, p) : dense_tile_at<CAUSAL, KV_CACHE>(index, p));
   }
 }
 

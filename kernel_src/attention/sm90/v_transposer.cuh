@@ -42,7 +42,7 @@ struct VTransposer {
   __device__ __forceinline__ void run(const Sm90AttnParams& p) const {
     constexpr int BM = Traits::BM;
     int kv_iter = 0;
-    for_each_tile<Traits::CAUSAL, Traits::VARLEN>(p, [&](int, const Tile& t) {
+    for_each_tile<Traits::CAUSAL, Traits::VARLEN, Traits::KV_CACHE>(p, [&](int, const Tile& t) {
       const KeyBlockRange blocks =
           key_block_range(t.m_block * BM, BM, BN, t.seq_q, t.seq_k, Traits::CAUSAL, t.causal_offset);
       for (const int end = kv_iter + blocks.count; kv_iter < end; ++kv_iter) {
