@@ -210,6 +210,7 @@ void to_json(Json& j, const AttnSpec& spec) {
   if (spec.paired_kv_heads) j["kv_heads"] = 2;
   if (spec.page_descale) j["kv_scale"] = "page";
   if (spec.page_size != 0) j["page"] = spec.page_size;
+  if (spec.kv_cache) j["cache"] = true;
 }
 
 void from_json(const Json& j, AttnSpec& spec) {
@@ -241,6 +242,7 @@ void from_json(const Json& j, AttnSpec& spec) {
   spec.page_descale = kv_scale == "page";
   spec.page_size = j.value("page", 0);
   if (spec.page_size < 0) throw Error(ErrorCode::Internal, fmt::format("spec page is {}", spec.page_size));
+  spec.kv_cache = j.value("cache", false);
 }
 
 Json attention_bucket(const AttnProblem& problem) {

@@ -97,15 +97,19 @@ struct AttnSpec {
   // ("page" in the JSON when set; attn_decode.cu, PAGE), 0 where the kernel
   // reads it from its parameters.
   int page_size = 0;
+  // The sm90 family over a KV cache: a chunk of query rows against each
+  // sequence's keys ("cache": true; attn_fwd_sm90.cu, KV_CACHE), paged when
+  // `paged` (its page size then `page_size`, compiled in).
+  bool kv_cache = false;
   auto fields() const {
     return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen, paired_kv_heads,
-                    page_descale, page_size);
+                    page_descale, page_size, kv_cache);
   }
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
 // {"dtype": "f16" | "bf16", "d": head dim, "causal": bool} (and "paged",
-// "bm", "kv", "qkv", "varlen", "kv_heads", "kv_scale", "page" when set): the form tune keys, cubin keys and tuning
+// "bm", "kv", "qkv", "varlen", "kv_heads", "kv_scale", "page", "cache" when set): the form tune keys, cubin keys and tuning
 // records hold.
 void to_json(Json& j, const AttnSpec& spec);
 void from_json(const Json& j, AttnSpec& spec);

@@ -141,6 +141,88 @@ TEST(FamilyRegistry, DecodeTakesFewRowsAndKvCaches) {
   }
 }
 
+// A chunk of 128 query rows or more over a 16-bit cache, contiguous or in
+// pages of a power of two of at least 8 keys, is the sm90 family's on
+// sm_90a (its prefill tiles); the decode family keeps the rest: fewer rows,
+// other page sizes, FP8 caches, other targets.
+TEST(FamilyRegistry, Sm90TakesLongChunksOverACacheOnHopper) {
+  const jit::Target hopper = jit::offline_target("sm_90a");
+  const auto* decode = &jit::detail::decode_attention_family();
+  const auto* sm90 = &jit::detail::sm90_attention_family();
+  jit::detail::AttnProblem chunk = problem(128);
+  chunk.heads_q = 32;
+  chunk.heads_kv = 8;
+  chunk.seq_q = jit::detail::kSm90KvChunkRows;
+  chunk.seq_k = 8192;
+  chunk.seq_lens = true;
+  chunk.causal = true;
+  for (int page : {0, 8, 16, 64, 256}) {
+    chunk.page_size = page;
+    EXPECT_EQ(&jit::detail::attention_family_for(chunk, hopper), sm90) << "page " << page;
+    EXPECT_FALSE(decode->supports(chunk, hopper)) << "page " << page;
+  }
+  for (int page : {1, 7, 24}) {
+    chunk.page_size = page;
+    EXPECT_EQ(&jit::detail::attention_family_for(chunk, hopper), decode) << "page " << page;
+  }
+  chunk.page_size = 16;
+  for (const char* arch : {"sm_89", "sm_80"}) {
+    EXPECT_EQ(&jit::detail::attention_family_for(chunk, jit::offline_target(arch)), decode) << arch;
+  }
+  jit::detail::AttnProblem fewer = chunk;
+  fewer.seq_q = jit::detail::kSm90KvChunkRows - 1;
+  EXPECT_EQ(&jit::detail::attention_family_for(fewer, hopper), decode);
+  jit::detail::AttnProblem fp8 = chunk;
+  fp8.fp8_kv = true;
+  EXPECT_EQ(&jit::detail::attention_family_for(fp8, hopper), decode);
+  jit::detail::AttnProblem d96 = chunk;
+  d96.head_dim = 96;
+  EXPECT_FALSE(sm90->supports(d96, hopper));
+}
+
+// The sm90 family's spec over a KV cache says so ("cache", and "paged" with
+// the page size compiled in), names its variants `_cache_` or `_paged<P>_`,
+// passes KV_CACHE and PAGE to the kernel, and keeps the block sizes whose
+// blocks are whole pages or parts of one.
+TEST(FamilyRegistry, Sm90CacheSpecsNameTheirCacheAndKeepBlocksThatFitItsPages) {
+  const jit::Target hopper = jit::offline_target("sm_90a");
+  const auto& sm90 = jit::detail::sm90_attention_family();
+  jit::detail::AttnProblem chunk = problem(128);
+  chunk.heads_q = 32;
+  chunk.heads_kv = 8;
+  chunk.seq_q = 512;
+  chunk.seq_k = 8192;
+  chunk.seq_lens = true;
+  chunk.causal = true;
+  chunk.page_size = 64;
+  const jit::Json paged = sm90.spec_for(chunk);
+  EXPECT_EQ(paged.at("cache"), true);
+  EXPECT_EQ(paged.at("paged"), true);
+  EXPECT_EQ(paged.at("page"), 64);
+  EXPECT_EQ(paged.get<jit::detail::AttnSpec>(), sm90.spec_for(chunk));  // the JSON round trip
+  const jit::Json config = {{"bm", 128}, {"bn", 128}, {"stages", 2}};
+  EXPECT_EQ(sm90.variant_name(paged, config), "attn_fwd_sm90_d128_f16_causal_paged64_bm128_bn128_st2");
+  EXPECT_EQ(sm90.name_expression(paged, config),
+            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::f16, true, false, cujit::f16, false, true, 64>");
+  EXPECT_EQ(sm90.why_pruned(paged, config, hopper), std::nullopt);
+  EXPECT_TRUE(sm90.why_pruned(paged, {{"bm", 128}, {"bn", 80}, {"stages", 2}}, hopper).has_value())
+      << "80 keys: neither whole pages of 64 nor a part of one";
+  EXPECT_EQ(sm90.why_pruned(paged, {{"bm", 128}, {"bn", 64}, {"stages", 2}}, hopper), std::nullopt);
+  chunk.page_size = 16;
+  EXPECT_EQ(sm90.why_pruned(sm90.spec_for(chunk), {{"bm", 128}, {"bn", 80}, {"stages", 2}}, hopper), std::nullopt);
+  chunk.page_size = 0;
+  const jit::Json contiguous = sm90.spec_for(chunk);
+  EXPECT_FALSE(contiguous.contains("paged"));
+  EXPECT_EQ(sm90.variant_name(contiguous, config), "attn_fwd_sm90_d128_f16_causal_cache_bm128_bn128_st2");
+  EXPECT_EQ(sm90.name_expression(contiguous, config),
+            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::f16, true, false, cujit::f16, false, true, 0>");
+  // Without a cache the names and template arguments are the dense kernel's.
+  const jit::Json dense = sm90.spec_for(problem(128));
+  EXPECT_FALSE(dense.contains("cache"));
+  EXPECT_EQ(sm90.name_expression(dense, config),
+            "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::f16, false, false, cujit::f16, false>");
+}
+
 // Head dim 256 on sm_89 exists only for the decode family: a prefill problem
 // there says what that family needs rather than listing 256 as supported.
 TEST(FamilyRegistry, HeadDimOfOnlyTheDecodeFamilySaysWhatItNeeds) {

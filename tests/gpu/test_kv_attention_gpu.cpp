@@ -414,6 +414,16 @@ std::vector<KvCase> chunked_prefill_cases() {
   KvCase contiguous = paged_case(DType::bf16, 8, 2, 128, 200, KvLayout::contiguous_bshd, 0, {3200, 450}, true);
   contiguous.cache.capacity = 4096;
   cases.push_back(contiguous);
+  // The sm90 family's page sizes (on sm_90a: chunks of 128 rows or more):
+  // pages holding several blocks (256), pages of 8, no keys and chunks longer
+  // than their sequence (rows that see no key), MHA at head dim 256 without
+  // the mask, MQA over a contiguous cache.
+  cases.push_back(paged_case(DType::f16, 8, 2, 128, 200, KvLayout::paged_vllm, 256, {3200, 450, 0, 150}, true));
+  cases.push_back(paged_case(DType::bf16, 16, 2, 64, 256, KvLayout::paged_head_major, 8, {700, 1, 300}, true));
+  cases.push_back(paged_case(DType::f16, 4, 4, 256, 130, KvLayout::paged_interleaved, 64, {520, 129}, false));
+  KvCase mqa = paged_case(DType::bf16, 8, 1, 128, 300, KvLayout::contiguous_bshd, 0, {1000, 2, 777}, true);
+  mqa.cache.capacity = 1100;
+  cases.push_back(mqa);
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(ChunkedPrefill, KvAttentionGpu, ::testing::ValuesIn(chunked_prefill_cases()), param_name);
@@ -655,7 +665,7 @@ TEST_P(KvEveryConfigGpu, MatchesReference) {
     synchronize();
     expect_matches_reference(c, in, o);
   });
-  EXPECT_GT(configs, 1) << "the decode family keeps more than one config for " << case_name(c);
+  EXPECT_GT(configs, 1) << "the family keeps more than one config for " << case_name(c);
 }
 
 std::vector<KvCase> every_config_cases() {
@@ -690,8 +700,16 @@ std::vector<KvCase> every_config_cases() {
   // A 16-bit pool whose pages hold several blocks of 32 keys (the variants
   // compiled for the page size step through a page), GQA-8, head-major.
   KvCase gqa8_pages64 = paged_case(DType::bf16, 16, 2, 128, 1, KvLayout::paged_head_major, 64, lengths, true);
+  // Chunks of 130 query rows, which the sm90 family takes on sm_90a (the
+  // decode family elsewhere): over pages of 16 (blocks of several pages),
+  // causal, and over a contiguous cache at head dim 64 without the mask.
+  const std::vector<std::int64_t> chunk_lengths = {0, 1, 129, 200, 1500};
+  KvCase chunk_pages16 = paged_case(DType::bf16, 8, 2, 128, 130, KvLayout::paged_vllm, 16, chunk_lengths, true);
+  KvCase chunk_contiguous = paged_case(DType::f16, 4, 4, 64, 130, KvLayout::contiguous_bshd, 0, chunk_lengths, false);
+  chunk_contiguous.cache.capacity = 1600;
   return {gqa4,         gqa8_fp8,           speculative, fp8_d64, rows16_fp8,      d256_fp8,    paired_fp8,
-          page_descale, page_descale_rows16, mqa,         rows64,  gqa4_contiguous, gqa8_pages64};
+          page_descale, page_descale_rows16, mqa,         rows64,  gqa4_contiguous, gqa8_pages64, chunk_pages16,
+          chunk_contiguous};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <span>
@@ -66,6 +67,11 @@ std::span<const int> fp8_block_ns(std::int64_t head_dim) {
   if (head_dim == 256) return kD256;
   return {};
 }
+
+// The page sizes the kernel loads by page (attn_fwd_sm90.cu, PAGE): each box
+// of a page's rows starts a 1,024-byte swizzle atom (8 rows of 128 bytes),
+// and some BN of the space is whole pages or a part of one.
+constexpr bool sm90_page_size(int page_size) { return page_size >= 8 && std::has_single_bit(unsigned(page_size)); }
 
 // An estimate of the registers a consumer thread needs (it may use
 // smem_layout.h's consumer_registers): the O and S accumulators (fp32), P (S
@@ -212,6 +218,17 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.stages < 2) return "the K/V ring needs at least 2 stages";
     if (c.vt_staged && (!s.fp8_qkv || s.varlen)) return "V is staged transposed only for dense FP8 inputs";
     if (c.vt_staged && !knobs().fp8_stage_v) return "CUJIT_FP8_STAGE_V=0 keeps V's transpose in the kernel";
+    if (s.kv_cache && (s.fp8_qkv || s.fp8_kv || s.varlen)) return "a chunk over a KV cache: 16-bit q and cache";
+    if (s.paged != s.kv_cache || (s.page_size != 0) != s.paged) {
+      return "pages are a KV cache's, and a paged spec carries its page size";
+    }
+    if (s.paged && !sm90_page_size(s.page_size)) {
+      return fmt::format("pages of {} keys: the sm90 family loads pages of a power of two of at least 8", s.page_size);
+    }
+    if (s.paged && c.bn % s.page_size != 0 && s.page_size % c.bn != 0) {
+      return fmt::format("BN {} and pages of {} keys: a block is whole pages or a page whole blocks", c.bn,
+                         s.page_size);
+    }
     // Three consumer warpgroups take BN 64 or 96 at D = 128, and the staging
     // pass writes V in 128-key chunks: 2x or 1.33x the V bytes such a block
     // reads. Never the tuner's pick (docs/perf-log.md fp8 v6, v7: the
@@ -253,31 +270,53 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     return std::nullopt;
   }
 
-  Sm90Config typed_default_config(const AttnSpec& s, const Target&) const override {
+  Sm90Config typed_default_config(const AttnSpec& s, const Target& target) const override {
     if (s.fp8_qkv) return Sm90Config{128, fp8_block_ns(s.head_dim).front(), 2};
-    return default_sm90_config(s.head_dim, s.causal);
+    const Sm90Config c = default_sm90_config(s.head_dim, s.causal);
+    // Pages a block of the default's BN neither fills nor lies in (BN 80 at
+    // D = 256, pages of 32 keys or more): 64-key blocks.
+    if (s.paged && typed_why_pruned(s, c, target)) return Sm90Config{c.bm, 64, c.stages};
+    return c;
   }
 
   std::string typed_variant_name(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("attn_fwd_sm90_d{}_{}{}{}{}_bm{}_bn{}_st{}{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
-                       kernel_dtype_name(s.dtype), s.causal ? "_causal" : "", s.varlen ? "_varlen" : "", c.bm, c.bn,
-                       c.stages, c.vt_staged ? "_vstaged" : "");
+    return fmt::format("attn_fwd_sm90_d{}_{}{}{}{}{}_bm{}_bn{}_st{}{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
+                       kernel_dtype_name(s.dtype), s.causal ? "_causal" : "", s.varlen ? "_varlen" : "",
+                       !s.kv_cache ? ""
+                       : s.paged   ? fmt::format("_paged{}", s.page_size)
+                                   : std::string("_cache"),
+                       c.bm, c.bn, c.stages, c.vt_staged ? "_vstaged" : "");
   }
 
   std::string typed_name_expression(const AttnSpec& s, const Sm90Config& c) const override {
-    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}, cujit::{}, {}>", s.head_dim,
+    // KV_CACHE and PAGE only where set: the other variants keep their names.
+    return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}, cujit::{}, {}{}>", s.head_dim,
                        c.bm, c.bn, c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
                        s.varlen ? "true" : "false", s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype),
-                       c.vt_staged ? "true" : "false");
+                       c.vt_staged ? "true" : "false", s.kv_cache ? fmt::format(", true, {}", s.page_size) : "");
   }
 
   // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
   // also with FP8 inputs at D = 128 or 256.
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
-    return dense_and_ragged(base, !fp8_block_ns(base.head_dim).empty());
+    std::vector<AttnSpec> specs = dense_and_ragged(base, !fp8_block_ns(base.head_dim).empty());
+    // And a chunk over a KV cache, contiguous and in the common page size.
+    AttnSpec cache = base;
+    cache.kv_cache = true;
+    specs.push_back(cache);
+    cache.paged = true;
+    cache.page_size = 16;
+    specs.push_back(cache);
+    return specs;
   }
   std::vector<int> index_param_offsets(const Json& spec, const Json&) const override {
-    return varlen_index_params(spec, int(offsetof(cujit::Sm90AttnParams, attn)));
+    std::vector<int> offsets = varlen_index_params(spec, int(offsetof(cujit::Sm90AttnParams, attn)));
+    // A cache's lengths and page ids: a branch on them is like a branch on a shape.
+    if (spec.get<AttnSpec>().kv_cache) {
+      offsets.push_back(int(offsetof(cujit::Sm90AttnParams, seq_lens)));
+      offsets.push_back(int(offsetof(cujit::Sm90AttnParams, block_table)));
+    }
+    return offsets;
   }
   // The TMA descriptors make the struct 64-byte aligned: cujit-sass needs it.
   int params_alignment(const Json&, const Json&) const override { return int(alignof(cujit::Sm90AttnParams)); }
@@ -300,7 +339,20 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     // TMA coordinates are 32-bit.
     const bool fits = problem.seq_q < (std::int64_t{1} << 31) && problem.seq_k < (std::int64_t{1} << 31);
     if (problem.fp8_qkv && fp8_block_ns(problem.head_dim).empty()) return false;
-    return runs_on(target) && fits && !problem.kv_cache() && cujit::kSm90HeadDims.contains(int(problem.head_dim));
+    if (problem.kv_cache() && !sm90_serves_kv_chunk(problem, target)) return false;
+    return runs_on(target) && fits && cujit::kSm90HeadDims.contains(int(problem.head_dim));
+  }
+
+  // Over a KV cache: the decode family's spec fields that say what the
+  // cache is (paged, and the page size compiled in).
+  AttnSpec spec_for(const AttnProblem& problem) const override {
+    AttnSpec s = spec_of(problem);
+    if (problem.kv_cache()) {
+      s.kv_cache = true;
+      s.paged = problem.page_size > 0;
+      s.page_size = int(problem.page_size);
+    }
+    return s;
   }
 
   AttnPlan typed_plan(const AttnProblem& problem, const Sm90Config& c, const Target& target) const override {
@@ -351,13 +403,22 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     // With no keys the kernel loads no K/V block, but TMA cannot describe an
     // empty tensor: give it Q's map, never read.
     const bool no_keys = problem.seq_k == 0;
-    p.k = cached_tensor_map(no_keys ? t.q : t.k, d.block_n);
+    // A page pool's boxes are a page's rows (or a block's, where a page holds
+    // several): kv_loader.cuh.
+    const int kv_box_rows = problem.page_size > 0 ? std::min(int(problem.page_size), d.block_n) : d.block_n;
+    p.k = cached_tensor_map(no_keys ? t.q : t.k, kv_box_rows);
     if (d.vt_staged && !no_keys) {
       const StagedV staged = launch_v_stage(plan.steps[0], t.v, workspace, stream);
       p.v = cached_tensor_map(staged.view, int(problem.head_dim));
       p.vt_blocks = staged.blocks;
     } else {
-      p.v = cached_tensor_map(no_keys ? t.q : t.v, d.block_n);
+      p.v = cached_tensor_map(no_keys ? t.q : t.v, kv_box_rows);
+    }
+    if (problem.kv_cache()) {
+      p.seq_lens = t.seq_lens;
+      p.block_table = t.block_table;
+      p.table_stride = t.table_stride;
+      p.num_pages = problem.page_size > 0 ? int(t.k.shape[0]) : 0;
     }
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
@@ -386,6 +447,13 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
 const AttentionFamily& sm90_attention_family() {
   static const Sm90AttentionFamily family;
   return family;
+}
+
+bool sm90_serves_kv_chunk(const AttnProblem& problem, const Target& target) {
+  return Sm90AttentionFamily::runs_on(target) && problem.kv_cache() && problem.seq_q >= kSm90KvChunkRows &&
+         !problem.fp8_kv && !problem.fp8_qkv && !problem.varlen &&
+         cujit::kSm90HeadDims.contains(int(problem.head_dim)) &&
+         (problem.page_size == 0 || sm90_page_size(int(problem.page_size)));
 }
 
 FamilyRegistration sm90_registration() {
