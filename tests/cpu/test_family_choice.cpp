@@ -214,6 +214,8 @@ TEST(FamilyRegistry, Sm90CacheSpecsNameTheirCacheAndKeepBlocksThatFitItsPages) {
   const jit::Json contiguous = sm90.spec_for(chunk);
   EXPECT_FALSE(contiguous.contains("paged"));
   EXPECT_EQ(sm90.variant_name(contiguous, config), "attn_fwd_sm90_d128_f16_causal_cache_bm128_bn128_st2");
+  EXPECT_EQ(sm90.why_pruned(contiguous, config, hopper), std::nullopt);
+  EXPECT_EQ(sm90.why_pruned(contiguous, {{"bm", 128}, {"bn", 80}, {"stages", 2}}, hopper), std::nullopt);
   EXPECT_EQ(sm90.name_expression(contiguous, config),
             "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::f16, true, false, cujit::f16, false, true, 0>");
   // Without a cache the names and template arguments are the dense kernel's.

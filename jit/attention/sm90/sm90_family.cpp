@@ -219,7 +219,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.vt_staged && (!s.fp8_qkv || s.varlen)) return "V is staged transposed only for dense FP8 inputs";
     if (c.vt_staged && !knobs().fp8_stage_v) return "CUJIT_FP8_STAGE_V=0 keeps V's transpose in the kernel";
     if (s.kv_cache && (s.fp8_qkv || s.fp8_kv || s.varlen)) return "a chunk over a KV cache: 16-bit q and cache";
-    if (s.paged != s.kv_cache || (s.page_size != 0) != s.paged) {
+    if ((s.paged && !s.kv_cache) || (s.page_size != 0) != s.paged) {
       return "pages are a KV cache's, and a paged spec carries its page size";
     }
     if (s.paged && !sm90_page_size(s.page_size)) {
