@@ -81,6 +81,10 @@ const AttentionFamily& attention_family_for(const AttnProblem& problem, const Ta
                               forced->short_name, forced->short_name, forced->requirements(problem, target)));
     }
   } else {
+    // A long chunk over a KV cache: the sm90 family's prefill tiles, where
+    // the decode family (first in the list, which serves every cache
+    // problem) would pack rows made for decode.
+    if (sm90_serves_kv_chunk(problem, target)) return sm90_attention_family();
     // The first that runs on this target but not at this head dim: a slower
     // family serving its problem is worth a log line.
     const FamilyRegistration* preferred = nullptr;

@@ -11,7 +11,6 @@
 
 #include "jit/attention/decode/decode_combine.h"
 #include "jit/attention/fp8_checks.h"
-#include "jit/attention/sm90/sm90_family.h"
 #include "jit/error.h"
 #include "jit/kernel_sources.h"
 #include "jit/knobs.h"
@@ -385,10 +384,9 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     if (!runs_on(target) || p.varlen || p.fp8_qkv || !decode_serves_head_dim(p, target)) return false;
     // An FP8 cache: its format's conversions.
     if (p.fp8_kv && fp8_needs_sm89(p.fp8_format) && target.cc < 89) return false;
-    // Dense problems with few rows per KV head; everything over a cache but
-    // the long chunks the sm90 family takes.
-    if (p.kv_cache()) return !sm90_serves_kv_chunk(p, target);
-    return p.seq_q <= 16 && decode_packed_rows(p) <= kDecodeMaxDenseRows;
+    // Dense problems with few rows per KV head; everything over a cache
+    // (the registry gives long chunks to the sm90 family where it runs).
+    return p.kv_cache() || (p.seq_q <= 16 && decode_packed_rows(p) <= kDecodeMaxDenseRows);
   }
 
   // Lengths and page ids: a branch on them is like a branch on a shape.
