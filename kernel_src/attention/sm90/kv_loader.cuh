@@ -112,8 +112,10 @@ struct PagedTmaKvLoader {
       for (int i = 0; i < kGroup; ++i)
 #pragma unroll
         for (int c = 0; c < L.chunks; ++c)
-          if (g + i < kBoxes) tma_load_4d(ring + stage * L.kv_bytes + (c * BN + (g + i) * kBoxRows) * kRowBytes, map, full.addr,
-                      c * Traits::kChunkColumns, row_in_page, head_kv, page[i]);
+          if (g + i < kBoxes) {
+            tma_load_4d(ring + stage * L.kv_bytes + (c * BN + (g + i) * kBoxRows) * kRowBytes, map, full.addr,
+                        c * Traits::kChunkColumns, row_in_page, head_kv, page[i]);
+          }
     }
   }
 };
