@@ -7,7 +7,8 @@ process, timed in rounds with bench/peers.py's method (triton's do_bench: L2
 cleared before each repetition, CUDA events, median), who goes first
 alternating:
   - paged: cujit.attention_with_kvcache over page pools [pages, page, Hkv, D]
-    with the sequences' pages shuffled (the split-KV decode family);
+    with the sequences' pages shuffled (on sm_90a the sm90 prefill kernel
+    for chunks of 128 rows or more, else the split-KV decode family);
   - cache: the same over a contiguous cache [B, L, Hkv, D];
   - dense: cujit.attention on [B, H, S, D] views of the contiguous cache,
     bottom_right=True (the prefill family: sm90 on sm_90a);
