@@ -2,6 +2,7 @@
 // specialization they select, and the kernel parameter struct built from
 // them. No GPU needed.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <functional>
 #include <tuple>
@@ -108,6 +109,14 @@ struct AttnSpec {
   bool operator==(const AttnSpec& other) const { return fields() == other.fields(); }
 };
 AttnSpec spec_of(const AttnProblem& problem);
+// The page sizes kernels are compiled for (AttnSpec::page_size): powers of
+// two of at least 8 keys. The decode family's load passes step through such
+// a page; the sm90 family's TMA boxes of a page's rows each start a
+// 1,024-byte swizzle atom (8 rows of 128 bytes). Other sizes stay on the
+// decode variants that read the page size from their parameters.
+constexpr bool compiles_page_size(std::int64_t page_size) {
+  return page_size >= 8 && std::has_single_bit(std::uint64_t(page_size));
+}
 // {"dtype": "f16" | "bf16", "d": head dim, "causal": bool} (and "paged",
 // "bm", "kv", "qkv", "varlen", "kv_heads", "kv_scale", "page", "cache" when set): the form tune keys, cubin keys and tuning
 // records hold.

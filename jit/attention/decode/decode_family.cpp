@@ -71,13 +71,10 @@ bool pairs_kv_heads(const AttnProblem& p) {
 }
 int ctas_kv_heads(const AttnProblem& p) { return int(pairs_kv_heads(p) ? p.heads_kv / 2 : p.heads_kv); }
 
-// The page size a paged variant is compiled for: a power of two of at least
-// 8, where a thread's load passes can step through a page (attn_decode.cu,
-// kPageSteps); other sizes (1, or 7) are read from the parameters, by one
-// variant for all of them. (Validation caps page sizes at 256.)
-int compiled_page_size(std::int64_t page_size) {
-  return page_size >= 8 && std::has_single_bit(std::uint64_t(page_size)) ? int(page_size) : 0;
-}
+// The page size a paged variant is compiled for (attn_decode.cu,
+// kPageSteps), 0 for the sizes (1, or 7) that one variant reads from its
+// parameters. (Validation caps page sizes at 256.)
+int compiled_page_size(std::int64_t page_size) { return compiles_page_size(page_size) ? int(page_size) : 0; }
 
 // Packed rows per CTA: the query heads sharing a KV head times the new rows,
 // rounded up to whole 16-row m-tiles, at most 64 (more rows take more CTAs).

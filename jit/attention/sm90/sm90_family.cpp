@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstring>
 #include <span>
@@ -67,11 +66,6 @@ std::span<const int> fp8_block_ns(std::int64_t head_dim) {
   if (head_dim == 256) return kD256;
   return {};
 }
-
-// The page sizes the kernel loads by page (attn_fwd_sm90.cu, PAGE): each box
-// of a page's rows starts a 1,024-byte swizzle atom (8 rows of 128 bytes),
-// and some BN of the space is whole pages or a part of one.
-constexpr bool sm90_page_size(int page_size) { return page_size >= 8 && std::has_single_bit(unsigned(page_size)); }
 
 // An estimate of the registers a consumer thread needs (it may use
 // smem_layout.h's consumer_registers): the O and S accumulators (fp32), P (S
@@ -222,7 +216,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if ((s.paged && !s.kv_cache) || (s.page_size != 0) != s.paged) {
       return "pages are a KV cache's, and a paged spec carries its page size";
     }
-    if (s.paged && !sm90_page_size(s.page_size)) {
+    if (s.paged && !compiles_page_size(s.page_size)) {
       return fmt::format("pages of {} keys: the sm90 family loads pages of a power of two of at least 8", s.page_size);
     }
     if (s.paged && c.bn % s.page_size != 0 && s.page_size % c.bn != 0) {
@@ -453,7 +447,7 @@ bool sm90_serves_kv_chunk(const AttnProblem& problem, const Target& target) {
   return Sm90AttentionFamily::runs_on(target) && problem.kv_cache() && problem.seq_q >= kSm90KvChunkRows &&
          !problem.fp8_kv && !problem.fp8_qkv && !problem.varlen &&
          cujit::kSm90HeadDims.contains(int(problem.head_dim)) &&
-         (problem.page_size == 0 || sm90_page_size(int(problem.page_size)));
+         (problem.page_size == 0 || compiles_page_size(problem.page_size));
 }
 
 FamilyRegistration sm90_registration() {
