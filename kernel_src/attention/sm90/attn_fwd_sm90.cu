@@ -2,7 +2,8 @@
 //
 // One persistent CTA per SM (two with BM = 64) walks a static list of
 // (batch, head, m-block) tiles (tile_scheduler.cuh). Warpgroup 0 is the
-// producer: one thread issues TMA loads of Q and of K/V blocks into a
+// producer: one thread (a warp over a paged cache, whose lanes look up a
+// block's pages together) issues TMA loads of Q and of K/V blocks into a
 // STAGES-deep ring, each completing on an mbarrier with a transaction count
 // (producer.cuh, kv_loader.cuh, pipeline.cuh). Warpgroups 1..BM/64 are
 // consumers, each owning 64 query rows: S = Q K^T on wgmma with both operands
@@ -92,13 +93,14 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
         return;
       }
     }
-    if (threadIdx.x == 0) {
-      if constexpr (PAGE > 0) {
+    if constexpr (PAGE > 0) {
+      if (producer_warp == 0) {
         produce(p, bars, sQ,
-                PagedTmaKvLoader<Traits>{&p.k, &p.v, sK, sV, p.block_table, p.table_stride, p.num_pages});
-      } else {
-        produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV, sVt});
+                PagedTmaKvLoader<Traits>{&p.k, &p.v, sK, sV, p.block_table, p.table_stride, p.num_pages,
+                                         int(threadIdx.x % 32)});
       }
+    } else if (threadIdx.x == 0) {
+      produce(p, bars, sQ, TmaKvLoader<Traits>{&p.k, &p.v, sK, sV, sVt});
     }
     return;
   }

@@ -21,14 +21,18 @@ struct TmaKvLoader {
     prefetch_tensor_map(k);
     prefetch_tensor_map(v);
   }
-  // The BN keys from row `first_key` of (head_kv, batch) into ring stage
-  // `stage` (`seq_k`, the sequence's keys, is the paged loader's).
-  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, int head_kv, int batch,
-                                         int /*seq_k*/) const {
+  // What a paged loader looks up for a block ahead of its stage: nothing.
+  struct Block {};
+  __device__ __forceinline__ Block block(int /*first_key*/, int /*batch*/, int /*seq_k*/) const { return {}; }
+  // One thread produces: it issues every copy.
+  __device__ __forceinline__ bool leader() const { return true; }
+  // The BN keys from row `first_key` of (head_kv, batch) into ring stage `stage`.
+  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, Block, int head_kv,
+                                         int batch) const {
     load(k, sK, stage, full, first_key, head_kv, batch);
   }
-  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, int head_kv, int batch,
-                                         int /*seq_k*/) const {
+  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, Block, int head_kv,
+                                         int batch) const {
     load(v, sV, stage, full, first_key, head_kv, batch);
   }
   // Staged V (Traits::kVtStaged; `v` maps the staging as [rows][128 bytes]):
@@ -69,53 +73,61 @@ template <class Traits>
 struct PagedTmaKvLoader {
   static constexpr int PAGE = Traits::PAGE, BN = Traits::BN;
   static constexpr int kBoxRows = PAGE < BN ? PAGE : BN;
+  static constexpr int kBoxes = BN / kBoxRows;
+  static_assert(kBoxes <= 32, "a lane per page of a block");
   const TmaDescriptor* k;
   const TmaDescriptor* v;
   u32 sK, sV;
   const int* block_table;
   long long table_stride;
   int num_pages;
+  int lane;  // the producer is a warp: lane i looks up a block's i-th page
 
   __device__ __forceinline__ void prefetch() const {
     prefetch_tensor_map(k);
     prefetch_tensor_map(v);
   }
-  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, int head_kv, int batch,
-                                         int seq_k) const {
-    load(k, sK, stage, full, first_key, head_kv, batch, seq_k);
-  }
-  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, int head_kv, int batch,
-                                         int seq_k) const {
-    load(v, sV, stage, full, first_key, head_kv, batch, seq_k);
-  }
-
- private:
-  __device__ __forceinline__ void load(const TmaDescriptor* map, u32 ring, int stage, Mbarrier full, int first_key,
-                                       int head_kv, int batch, int seq_k) const {
-    constexpr SmemLayout L = Traits::layout();
-    constexpr int kBoxes = BN / kBoxRows;
-    // The producer thread runs on few registers (setmaxnreg): page ids in
-    // groups of kGroup, whose table loads overlap.
-    constexpr int kGroup = kBoxes < 2 ? kBoxes : 2;
+  // A block's pages, one table load per lane for the whole block (K and V
+  // share them): lane i holds the id of the block's i-th page. Issued before
+  // the producer waits for the stage, so the table's latency hides behind
+  // the wait instead of stalling each box.
+  struct Block {
+    int page;
+  };
+  __device__ __forceinline__ Block block(int first_key, int batch, int seq_k) const {
     const int* row = block_table + batch * table_stride;
     const int last = int(unsigned(seq_k - 1) / unsigned(PAGE));  // a loaded block has a key
     const int first = int(unsigned(first_key) / unsigned(PAGE));
-    const int row_in_page = PAGE > BN ? int(unsigned(first_key) % unsigned(PAGE)) : 0;
-#pragma unroll 1
-    for (int g = 0; g < kBoxes; g += kGroup) {
-      int page[kGroup];
+    Block b{0};
+    if (lane < kBoxes) b.page = min(max(row[min(first + lane, last)], 0), num_pages - 1);
+    return b;
+  }
+  // Lane 0 issues the copies (and the producer's barrier arrivals).
+  __device__ __forceinline__ bool leader() const { return lane == 0; }
+  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, Block b, int head_kv,
+                                         int /*batch*/) const {
+    load(k, sK, stage, full, first_key, b, head_kv);
+  }
+  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, Block b, int head_kv,
+                                         int /*batch*/) const {
+    load(v, sV, stage, full, first_key, b, head_kv);
+  }
+
+ private:
+  // Every lane comes here (the shuffles); lane 0 copies.
+  __device__ __forceinline__ void load(const TmaDescriptor* map, u32 ring, int stage, Mbarrier full, int first_key,
+                                       Block b, int head_kv) const {
+    constexpr SmemLayout L = Traits::layout();
+    const int row_in_page = PAGE > BN ? int(unsigned(first_key) % unsigned(PAGE)) : 0;  // pages of several blocks
 #pragma unroll
-      for (int i = 0; i < kGroup; ++i) {
-        if (g + i < kBoxes) page[i] = min(max(row[min(first + g + i, last)], 0), num_pages - 1);
-      }
-#pragma unroll
-      for (int i = 0; i < kGroup; ++i)
+    for (int i = 0; i < kBoxes; ++i) {
+      const int page = __shfl_sync(0xffffffffu, b.page, i);
+      if (lane == 0) {
 #pragma unroll
         for (int c = 0; c < L.chunks; ++c)
-          if (g + i < kBoxes) {
-            tma_load_4d(ring + stage * L.kv_bytes + (c * BN + (g + i) * kBoxRows) * kRowBytes, map, full.addr,
-                        c * Traits::kChunkColumns, row_in_page, head_kv, page[i]);
-          }
+          tma_load_4d(ring + stage * L.kv_bytes + (c * BN + i * kBoxRows) * kRowBytes, map, full.addr,
+                      c * Traits::kChunkColumns, row_in_page, head_kv, page);
+      }
     }
   }
 };

@@ -1,4 +1,5 @@
-// The producer (one thread of warpgroup 0): for each of the CTA's tiles, Q
+// The producer (one thread of warpgroup 0, or its first warp where the
+// loader looks pages up a lane each): for each of the CTA's tiles, Q
 // into its buffer, then the tile's key blocks last to first (the masked
 // ones first) into the K/V ring, each load announced on its "full" barrier
 // once the consumers have released the buffer ("empty"). Staged FP8 V goes
@@ -27,28 +28,31 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
 
     // Q: one (chunk columns, 64) box per chunk and consumer warpgroup.
     bars.q_empty(q.index).wait(q.phase ^ 1);
-    bars.q_full(q.index).arrive_expect_tx(L.q_bytes);
+    if (kv.leader()) {
+      bars.q_full(q.index).arrive_expect_tx(L.q_bytes);
 #pragma unroll
-    for (int c = 0; c < L.chunks; ++c)
+      for (int c = 0; c < L.chunks; ++c)
 #pragma unroll
-      for (int w = 0; w < Traits::kConsumers; ++w)
-        tma_load_4d(sQ + q.index * L.q_bytes + (c * BM + w * 64) * kRowBytes, &p.q, bars.q_full(q.index).addr,
-                    c * Traits::kChunkColumns, t.q_row + m0 + w * 64, t.head, t.batch);
+        for (int w = 0; w < Traits::kConsumers; ++w)
+          tma_load_4d(sQ + q.index * L.q_bytes + (c * BM + w * 64) * kRowBytes, &p.q, bars.q_full(q.index).addr,
+                      c * Traits::kChunkColumns, t.q_row + m0 + w * 64, t.head, t.batch);
+    }
 
     // Key blocks go last to first: the masked ones come first.
     for (int n = blocks.count - 1; n >= 0; --n, ++kv_iter) {
       const RingSlot<Traits::STAGES> kv_slot = RingSlot<Traits::STAGES>::at(kv_iter);
+      const typename KvLoader::Block block = kv.block(t.k_row + n * BN, t.batch, t.seq_k);
       bars.k_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
-      bars.k_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
-      kv.load_k(kv_slot.index, bars.k_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch, t.seq_k);
+      if (kv.leader()) bars.k_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
+      kv.load_k(kv_slot.index, bars.k_full(kv_slot.index), t.k_row + n * BN, block, head_kv, t.batch);
       if constexpr (Traits::kVtStaged) {
         bars.vt_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
         bars.vt_full(kv_slot.index).arrive_expect_tx(L.vt_bytes);
         kv.load_vt(kv_slot.index, bars.vt_full(kv_slot.index), n, head_kv, t.batch, a.heads_kv, p.vt_blocks);
       } else {
         bars.v_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
-        bars.v_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
-        kv.load_v(kv_slot.index, bars.v_full(kv_slot.index), t.k_row + n * BN, head_kv, t.batch, t.seq_k);
+        if (kv.leader()) bars.v_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
+        kv.load_v(kv_slot.index, bars.v_full(kv_slot.index), t.k_row + n * BN, block, head_kv, t.batch);
       }
     }
   });
