@@ -100,7 +100,8 @@ struct AttnSpec {
   int page_size = 0;
   // The sm90 family over a KV cache: a chunk of query rows against each
   // sequence's keys ("cache": true; attn_fwd_sm90.cu, KV_CACHE), paged when
-  // `paged` (its page size then `page_size`, compiled in).
+  // `paged` (its page size then `page_size`, compiled in, for pages loaded
+  // by TMA; 0 where the kernel gathers rows from pages of any size).
   bool kv_cache = false;
   auto fields() const {
     return std::tie(dtype, head_dim, causal, paged, block_m, fp8_kv, fp8_qkv, fp8_format, varlen, paired_kv_heads,
@@ -112,8 +113,9 @@ AttnSpec spec_of(const AttnProblem& problem);
 // The page sizes kernels are compiled for (AttnSpec::page_size): powers of
 // two of at least 8 keys. The decode family's load passes step through such
 // a page; the sm90 family's TMA boxes of a page's rows each start a
-// 1,024-byte swizzle atom (8 rows of 128 bytes). Other sizes stay on the
-// decode variants that read the page size from their parameters.
+// 1,024-byte swizzle atom (8 rows of 128 bytes; it loads pages of 64 keys or
+// more that way). Other sizes take the variants that read the page size
+// from their parameters.
 constexpr bool compiles_page_size(std::int64_t page_size) {
   return page_size >= 8 && std::has_single_bit(std::uint64_t(page_size));
 }

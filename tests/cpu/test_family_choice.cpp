@@ -142,9 +142,8 @@ TEST(FamilyRegistry, DecodeTakesFewRowsAndKvCaches) {
 }
 
 // A chunk of 128 query rows or more over a 16-bit cache, contiguous or in
-// pages of a power of two of at least 8 keys, is the sm90 family's on
-// sm_90a (its prefill tiles); the decode family keeps the rest: fewer rows,
-// other page sizes, FP8 caches, other targets.
+// pages of any size, is the sm90 family's on sm_90a (its prefill tiles);
+// the decode family keeps the rest: fewer rows, FP8 caches, other targets.
 TEST(FamilyRegistry, Sm90TakesLongChunksOverACacheOnHopper) {
   const jit::Target hopper = jit::offline_target("sm_90a");
   const auto* decode = &jit::detail::decode_attention_family();
@@ -156,15 +155,11 @@ TEST(FamilyRegistry, Sm90TakesLongChunksOverACacheOnHopper) {
   chunk.seq_k = 8192;
   chunk.seq_lens = true;
   chunk.causal = true;
-  for (int page : {0, 8, 16, 64, 256}) {
+  for (int page : {0, 1, 7, 8, 16, 24, 64, 256}) {
     chunk.page_size = page;
     EXPECT_EQ(&jit::detail::attention_family_for(chunk, hopper), sm90) << "page " << page;
     // Forced, the decode family still serves it.
     EXPECT_EQ(&jit::detail::attention_family_for(chunk, hopper, "decode"), decode) << "page " << page;
-  }
-  for (int page : {1, 7, 24}) {
-    chunk.page_size = page;
-    EXPECT_EQ(&jit::detail::attention_family_for(chunk, hopper), decode) << "page " << page;
   }
   chunk.page_size = 16;
   for (const char* arch : {"sm_89", "sm_80"}) {
@@ -182,9 +177,11 @@ TEST(FamilyRegistry, Sm90TakesLongChunksOverACacheOnHopper) {
 }
 
 // The sm90 family's spec over a KV cache says so ("cache", and "paged" with
-// the page size compiled in), names its variants `_cache_` or `_paged<P>_`,
-// passes KV_CACHE and PAGE to the kernel, and keeps the block sizes whose
-// blocks are whole pages or parts of one.
+// the page size compiled in where TMA loads pages of 64 keys or more, none
+// where rows are gathered from smaller pages or pages of other sizes),
+// names its variants `_cache_`, `_paged<P>_` or `_paged_`, passes KV_CACHE
+// and PAGE (-1: gathered) to the kernel, and keeps the block sizes whose
+// blocks are whole TMA pages or parts of one, or at most 128 gathered rows.
 TEST(FamilyRegistry, Sm90CacheSpecsNameTheirCacheAndKeepBlocksThatFitItsPages) {
   const jit::Target hopper = jit::offline_target("sm_90a");
   const auto& sm90 = jit::detail::sm90_attention_family();
@@ -209,8 +206,19 @@ TEST(FamilyRegistry, Sm90CacheSpecsNameTheirCacheAndKeepBlocksThatFitItsPages) {
   EXPECT_TRUE(sm90.why_pruned(paged, {{"bm", 128}, {"bn", 80}, {"stages", 2}}, hopper).has_value())
       << "80 keys: neither whole pages of 64 nor a part of one";
   EXPECT_EQ(sm90.why_pruned(paged, {{"bm", 128}, {"bn", 64}, {"stages", 2}}, hopper), std::nullopt);
-  chunk.page_size = 16;
-  EXPECT_EQ(sm90.why_pruned(sm90.spec_for(chunk), {{"bm", 128}, {"bn", 80}, {"stages", 2}}, hopper), std::nullopt);
+  for (int page : {1, 16, 32, 48, 96}) {
+    chunk.page_size = page;
+    const jit::Json gathered = sm90.spec_for(chunk);
+    EXPECT_EQ(gathered.at("paged"), true) << page;
+    EXPECT_FALSE(gathered.contains("page")) << page;
+    EXPECT_EQ(sm90.variant_name(gathered, config), "attn_fwd_sm90_d128_f16_causal_paged_bm128_bn128_st2");
+    EXPECT_EQ(sm90.name_expression(gathered, config),
+              "cujit::sm90::attn_fwd_sm90<128, 128, 128, 2, cujit::f16, true, false, cujit::f16, false, true, -1>");
+    EXPECT_EQ(sm90.why_pruned(gathered, config, hopper), std::nullopt) << page;
+    EXPECT_EQ(sm90.why_pruned(gathered, {{"bm", 128}, {"bn", 80}, {"stages", 2}}, hopper), std::nullopt) << page;
+    EXPECT_TRUE(sm90.why_pruned(gathered, {{"bm", 128}, {"bn", 176}, {"stages", 2}}, hopper).has_value())
+        << "176 gathered rows: more than a producer warp's lane a row";
+  }
   chunk.page_size = 0;
   const jit::Json contiguous = sm90.spec_for(chunk);
   EXPECT_FALSE(contiguous.contains("paged"));

@@ -424,6 +424,13 @@ std::vector<KvCase> chunked_prefill_cases() {
   KvCase mqa = paged_case(DType::bf16, 8, 1, 128, 300, KvLayout::contiguous_bshd, 0, {1000, 2, 777}, true);
   mqa.cache.capacity = 1100;
   cases.push_back(mqa);
+  // Rows gathered from pages of sizes TMA does not load: one key, seven,
+  // 24 (D = 256), 100 (neither a power of two nor a part of a block), with
+  // sequences shorter and longer than a page.
+  cases.push_back(paged_case(DType::bf16, 8, 2, 128, 130, KvLayout::paged_vllm, 1, {300, 1, 0, 200}, true));
+  cases.push_back(paged_case(DType::f16, 16, 4, 64, 150, KvLayout::paged_interleaved, 7, {150, 6, 8, 401}, true));
+  cases.push_back(paged_case(DType::f16, 8, 2, 256, 200, KvLayout::paged_head_major, 24, {500, 23, 25}, false));
+  cases.push_back(paged_case(DType::bf16, 32, 8, 128, 256, KvLayout::paged_vllm, 100, {1000, 99, 101}, true));
   return cases;
 }
 INSTANTIATE_TEST_SUITE_P(ChunkedPrefill, KvAttentionGpu, ::testing::ValuesIn(chunked_prefill_cases()), param_name);
@@ -701,15 +708,17 @@ std::vector<KvCase> every_config_cases() {
   // compiled for the page size step through a page), GQA-8, head-major.
   KvCase gqa8_pages64 = paged_case(DType::bf16, 16, 2, 128, 1, KvLayout::paged_head_major, 64, lengths, true);
   // Chunks of 130 query rows, which the sm90 family takes on sm_90a (the
-  // decode family elsewhere): over pages of 16 (blocks of several pages),
-  // causal, and over a contiguous cache at head dim 64 without the mask.
+  // decode family elsewhere): over pages of 16 (rows gathered), causal; over
+  // pages of 64 at head dim 64 (TMA boxes of a page), causal; and over a
+  // contiguous cache at head dim 64 without the mask.
   const std::vector<std::int64_t> chunk_lengths = {0, 1, 129, 200, 1500};
   KvCase chunk_pages16 = paged_case(DType::bf16, 8, 2, 128, 130, KvLayout::paged_vllm, 16, chunk_lengths, true);
+  KvCase chunk_pages64 = paged_case(DType::f16, 4, 2, 64, 130, KvLayout::paged_head_major, 64, chunk_lengths, true);
   KvCase chunk_contiguous = paged_case(DType::f16, 4, 4, 64, 130, KvLayout::contiguous_bshd, 0, chunk_lengths, false);
   chunk_contiguous.cache.capacity = 1600;
-  return {gqa4,         gqa8_fp8,           speculative, fp8_d64, rows16_fp8,      d256_fp8,    paired_fp8,
-          page_descale, page_descale_rows16, mqa,         rows64,  gqa4_contiguous, gqa8_pages64, chunk_pages16,
-          chunk_contiguous};
+  return {gqa4,          gqa8_fp8,           speculative, fp8_d64, rows16_fp8,      d256_fp8,     paired_fp8,
+          page_descale,  page_descale_rows16, mqa,         rows64,  gqa4_contiguous, gqa8_pages64, chunk_pages16,
+          chunk_pages64, chunk_contiguous};
 }
 INSTANTIATE_TEST_SUITE_P(Decode, KvEveryConfigGpu, ::testing::ValuesIn(every_config_cases()), param_name);
 

@@ -91,6 +91,9 @@ static_assert(estimated_registers(64, default_sm90_config(64, false)) <= cujit::
 static_assert(layout_of(64, default_sm90_config(64, false)).bytes <= cujit::sm90::kMaxSmemOptIn);
 static_assert(layout_of(64, default_sm90_config(64, false)).q_buffers == 2);
 
+// A chunk over pages whose rows the kernel gathers (PAGE = kGatheredRows).
+constexpr bool gathers_rows(const AttnSpec& s) { return s.paged && s.kv_cache && s.page_size == 0; }
+
 // What a launch's parameters need beyond the tensors: the scheduler's tile
 // counts, order and divisors, computed once per plan.
 struct Sm90StepData {
@@ -213,13 +216,19 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (c.vt_staged && (!s.fp8_qkv || s.varlen)) return "V is staged transposed only for dense FP8 inputs";
     if (c.vt_staged && !knobs().fp8_stage_v) return "CUJIT_FP8_STAGE_V=0 keeps V's transpose in the kernel";
     if (s.kv_cache && (s.fp8_qkv || s.fp8_kv || s.varlen)) return "a chunk over a KV cache: 16-bit q and cache";
-    if ((s.paged && !s.kv_cache) || (s.page_size != 0) != s.paged) {
-      return "pages are a KV cache's, and a paged spec carries its page size";
+    if ((s.paged && !s.kv_cache) || (s.page_size != 0 && !s.paged)) {
+      return "pages are a KV cache's, and a page size a paged spec's";
     }
-    if (s.paged && !compiles_page_size(s.page_size)) {
-      return fmt::format("pages of {} keys: the sm90 family loads pages of a power of two of at least 8", s.page_size);
+    if (s.paged && s.page_size != 0 && !sm90_loads_pages_by_tma(s.page_size)) {
+      return fmt::format("pages of {} keys: the sm90 family loads pages of a power of two of at least {} by TMA "
+                         "(and gathers the rows of others)",
+                         s.page_size, kSm90TmaPageRows);
     }
-    if (s.paged && c.bn % s.page_size != 0 && s.page_size % c.bn != 0) {
+    // Gathered rows (kv_loader.cuh): a producer warp's lane a row.
+    if (s.paged && s.page_size == 0 && c.bn > 128) {
+      return fmt::format("BN {}: gathered pages take blocks of at most 128 keys, 32 rows a producer warp", c.bn);
+    }
+    if (s.paged && s.page_size != 0 && c.bn % s.page_size != 0 && s.page_size % c.bn != 0) {
       return fmt::format("BN {} and pages of {} keys: a block is whole pages or a page whole blocks", c.bn,
                          s.page_size);
     }
@@ -257,9 +266,9 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
                          cujit::sm90::ctas_per_sm(c.bm), budget);
     }
     if (const int regs = estimated_registers(s.head_dim, c, s.fp8_qkv);
-        regs > cujit::sm90::consumer_registers(c.bm, s.fp8_qkv, s.head_dim)) {
+        regs > cujit::sm90::consumer_registers(c.bm, s.fp8_qkv, s.head_dim, gathers_rows(s))) {
       return fmt::format("needs about {} registers per consumer thread, {} warpgroups allow {}: lower BN", regs,
-                         c.bm / 64, cujit::sm90::consumer_registers(c.bm, s.fp8_qkv, s.head_dim));
+                         c.bm / 64, cujit::sm90::consumer_registers(c.bm, s.fp8_qkv, s.head_dim, gathers_rows(s)));
     }
     return std::nullopt;
   }
@@ -268,7 +277,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     if (s.fp8_qkv) return Sm90Config{128, fp8_block_ns(s.head_dim).front(), 2};
     const Sm90Config c = default_sm90_config(s.head_dim, s.causal);
     // Pages a block of the default's BN neither fills nor lies in (BN 80 at
-    // D = 256, pages of 32 keys or more): 64-key blocks.
+    // D = 256, pages of 64 keys or more), or gathered rows of a block over
+    // 128 keys: 64-key blocks.
     if (s.paged && typed_why_pruned(s, c, target)) return Sm90Config{c.bm, 64, c.stages};
     return c;
   }
@@ -277,7 +287,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     return fmt::format("attn_fwd_sm90_d{}_{}{}{}{}{}_bm{}_bn{}_st{}{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
                        kernel_dtype_name(s.dtype), s.causal ? "_causal" : "", s.varlen ? "_varlen" : "",
                        !s.kv_cache ? ""
-                       : s.paged   ? fmt::format("_paged{}", s.page_size)
+                       : s.paged   ? (s.page_size ? fmt::format("_paged{}", s.page_size) : std::string("_paged"))
                                    : std::string("_cache"),
                        c.bm, c.bn, c.stages, c.vt_staged ? "_vstaged" : "");
   }
@@ -287,19 +297,22 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     return fmt::format("cujit::sm90::attn_fwd_sm90<{}, {}, {}, {}, cujit::{}, {}, {}, cujit::{}, {}{}>", s.head_dim,
                        c.bm, c.bn, c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
                        s.varlen ? "true" : "false", s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype),
-                       c.vt_staged ? "true" : "false", s.kv_cache ? fmt::format(", true, {}", s.page_size) : "");
+                       c.vt_staged ? "true" : "false",
+                       !s.kv_cache              ? std::string()
+                       : s.paged && !s.page_size ? std::string(", true, -1")  // kGatheredRows
+                                                 : fmt::format(", true, {}", s.page_size));
   }
 
   // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
   // also with FP8 inputs at D = 128 or 256.
   std::vector<AttnSpec> spec_variants(const AttnSpec& base) const override {
     std::vector<AttnSpec> specs = dense_and_ragged(base, !fp8_block_ns(base.head_dim).empty());
-    // And a chunk over a KV cache, contiguous and in the common page size.
+    // And a chunk over a KV cache, contiguous and in pages of the common
+    // sizes (16: gathered rows).
     AttnSpec cache = base;
     cache.kv_cache = true;
     specs.push_back(cache);
     cache.paged = true;
-    cache.page_size = 16;
     specs.push_back(cache);
     return specs;
   }
@@ -338,13 +351,13 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
   }
 
   // Over a KV cache: the decode family's spec fields that say what the
-  // cache is (paged, and the page size compiled in).
+  // cache is (paged, and the page size compiled in where TMA loads pages).
   AttnSpec spec_for(const AttnProblem& problem) const override {
     AttnSpec s = spec_of(problem);
     if (problem.kv_cache()) {
       s.kv_cache = true;
       s.paged = problem.page_size > 0;
-      s.page_size = int(problem.page_size);
+      s.page_size = sm90_loads_pages_by_tma(problem.page_size) ? int(problem.page_size) : 0;
     }
     return s;
   }
@@ -398,21 +411,23 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     // empty tensor: give it Q's map, never read.
     const bool no_keys = problem.seq_k == 0;
     // A page pool's boxes are a page's rows (or a block's, where a page holds
-    // several): kv_loader.cuh.
+    // several): kv_loader.cuh. Gathered pages need no map: Q's, never read.
+    const bool gathered = problem.page_size > 0 && !sm90_loads_pages_by_tma(problem.page_size);
     const int kv_box_rows = problem.page_size > 0 ? std::min(int(problem.page_size), d.block_n) : d.block_n;
-    p.k = cached_tensor_map(no_keys ? t.q : t.k, kv_box_rows);
+    p.k = cached_tensor_map(no_keys || gathered ? t.q : t.k, no_keys || gathered ? 64 : kv_box_rows);
     if (d.vt_staged && !no_keys) {
       const StagedV staged = launch_v_stage(plan.steps[0], t.v, workspace, stream);
       p.v = cached_tensor_map(staged.view, int(problem.head_dim));
       p.vt_blocks = staged.blocks;
     } else {
-      p.v = cached_tensor_map(no_keys ? t.q : t.v, kv_box_rows);
+      p.v = cached_tensor_map(no_keys || gathered ? t.q : t.v, no_keys || gathered ? 64 : kv_box_rows);
     }
     if (problem.kv_cache()) {
       p.seq_lens = t.seq_lens;
       p.block_table = t.block_table;
       p.table_stride = t.table_stride;
       p.num_pages = problem.page_size > 0 ? int(t.k.shape[0]) : 0;
+      p.page_divisor = cujit::make_fast_divisor(unsigned(problem.page_size));
     }
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);
@@ -446,8 +461,11 @@ const AttentionFamily& sm90_attention_family() {
 bool sm90_serves_kv_chunk(const AttnProblem& problem, const Target& target) {
   return Sm90AttentionFamily::runs_on(target) && problem.kv_cache() && problem.seq_q >= kSm90KvChunkRows &&
          !problem.fp8_kv && !problem.fp8_qkv && !problem.varlen &&
-         cujit::kSm90HeadDims.contains(int(problem.head_dim)) &&
-         (problem.page_size == 0 || compiles_page_size(problem.page_size));
+         cujit::kSm90HeadDims.contains(int(problem.head_dim));
+}
+
+bool sm90_loads_pages_by_tma(std::int64_t page_size) {
+  return page_size >= kSm90TmaPageRows && compiles_page_size(page_size);
 }
 
 FamilyRegistration sm90_registration() {

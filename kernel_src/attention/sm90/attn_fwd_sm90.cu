@@ -5,7 +5,8 @@
 // producer: one thread (a warp over a paged cache, whose lanes look up a
 // block's pages together) issues TMA loads of Q and of K/V blocks into a
 // STAGES-deep ring, each completing on an mbarrier with a transaction count
-// (producer.cuh, kv_loader.cuh, pipeline.cuh). Warpgroups 1..BM/64 are
+// (producer.cuh, kv_loader.cuh, pipeline.cuh); over small pages the
+// warpgroup copies K/V rows by cp.async instead. Warpgroups 1..BM/64 are
 // consumers, each owning 64 query rows: S = Q K^T on wgmma with both operands
 // in shared memory, online softmax in registers, O += P V on wgmma with P
 // from registers (mainloop.cuh). The epilogue stages O in shared memory and
@@ -80,7 +81,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
 
   // The split fits the launch's allocation by construction (smem_layout.h).
   if (warpgroup == 0) {
-    setmaxnreg_dec<producer_registers(BM, Traits::kFp8, D)>();
+    setmaxnreg_dec<producer_registers(BM, Traits::kFp8, D, Traits::kGathered)>();
     // Before thread 0 leaves its warp for the producer loop: a shuffle needs
     // every lane.
     const int producer_warp = __shfl_sync(0xffffffffu, int(threadIdx.x / 32), 0);
@@ -93,7 +94,9 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
         return;
       }
     }
-    if constexpr (PAGE > 0) {
+    if constexpr (Traits::kGathered) {
+      produce(p, bars, sQ, GatheredKvLoader<Traits>{p, sK, sV, producer_warp, int(threadIdx.x % 32)});
+    } else if constexpr (PAGE > 0) {
       if (producer_warp == 0) {
         produce(p, bars, sQ,
                 PagedTmaKvLoader<Traits>{&p.k, &p.v, sK, sV, p.block_table, p.table_stride, p.num_pages,
@@ -106,7 +109,7 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   }
 
   // ------------------------------------------------------------ consumers
-  setmaxnreg_inc<consumer_registers(BM, Traits::kFp8, D)>();
+  setmaxnreg_inc<consumer_registers(BM, Traits::kFp8, D, Traits::kGathered)>();
   const int wg = warpgroup - 1;
   const int thread = threadIdx.x % 128;
   const int warp = thread / 32;

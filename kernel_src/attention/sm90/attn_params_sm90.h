@@ -38,10 +38,14 @@ struct Sm90AttnParams {
   // Paged (PAGE > 0): `k` and `v` map the page pools as (D, page size, Hkv,
   // pages), and row b of the block table, table_stride entries from the
   // last, lists sequence b's pages of [0, num_pages).
+  // Gathered rows (PAGE = kGatheredRows): attn.k and attn.v are the pools
+  // as [pages, Hkv, page size, D] through their strides, and page_divisor
+  // divides by the page size.
   const int* seq_lens;
   const int* block_table;
   long long table_stride;
   int num_pages;
+  FastDivisor page_divisor;
 };
 
 }  // namespace cujit

@@ -12,7 +12,11 @@ namespace cujit::sm90 {
 // loaded by TMA straight into the transposed ring; no warp transposes it.
 // KV_CACHE_: the keys are a KV cache's, each sequence's count from
 // Sm90AttnParams::seq_lens; PAGE_ > 0: in pages of PAGE_ keys through its
-// block table.
+// block table, a page's rows a TMA box; PAGE_ = kGatheredRows: in pages of
+// any size (Sm90AttnParams::page_divisor), each row copied by cp.async from
+// its page (kv_loader.cuh).
+constexpr int kGatheredRows = -1;
+
 template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_, class TIN_ = T_,
           bool VT_STAGED_ = false, bool KV_CACHE_ = false, int PAGE_ = 0>
 struct KernelTraits {
@@ -22,9 +26,14 @@ struct KernelTraits {
   static constexpr bool KV_CACHE = KV_CACHE_;
   static constexpr int PAGE = PAGE_;
   static_assert(!KV_CACHE || !VARLEN, "a KV cache's chunk is a dense batch of per-sequence lengths");
-  static_assert(PAGE == 0 || (KV_CACHE && PAGE >= 8 && (BN % PAGE == 0 || PAGE % BN == 0)),
-                "pages of at least 8 keys (a box starts a 1,024-byte swizzle atom), a whole number a block "
-                "or blocks a page");
+  static constexpr bool kGathered = PAGE == kGatheredRows;
+  static_assert(PAGE == 0 || (KV_CACHE && PAGE >= 8 && (BN % PAGE == 0 || PAGE % BN == 0)) ||
+                    (KV_CACHE && kGathered && BN <= 128),
+                "TMA pages of at least 8 keys (a box starts a 1,024-byte swizzle atom), a whole number a block "
+                "or blocks a page; gathered rows: at most 32 a producer warp");
+  // Arrivals that fill a K or V stage: the producer's (with TMA's bytes),
+  // or one per producer thread as its gathered copies land.
+  static constexpr unsigned kKvFills = kGathered ? 128 : 1;
   using T = T_;
   using TIN = TIN_;
   // FP8 inputs: V is transposed in shared memory by the producer warpgroup
@@ -61,7 +70,7 @@ struct KernelTraits {
   // not fit (three consumer warpgroups' 160 registers at larger tiles) ptxas
   // would spill or serialize the wgmma; there the P V finishes first.
   static constexpr bool kSoftmaxUnderPV =
-      D / 2 + BN / 2 + BN * kElementBytes / 8 + (kFp8 ? 28 : 40) <= consumer_registers(BM, kFp8, D);
+      D / 2 + BN / 2 + BN * kElementBytes / 8 + (kFp8 ? 28 : 40) <= consumer_registers(BM, kFp8, D, kGathered);
 
   // Where O is rescaled by a block's softmax correction: inside the next
   // ping-pong turn, between issuing S = Q K^T and O += P V, so the multiplies

@@ -26,13 +26,16 @@ struct TmaKvLoader {
   __device__ __forceinline__ Block block(int /*first_key*/, int /*batch*/, int /*seq_k*/) const { return {}; }
   // One thread produces: it issues every copy.
   __device__ __forceinline__ bool leader() const { return true; }
-  // The BN keys from row `first_key` of (head_kv, batch) into ring stage `stage`.
+  // The BN keys from row `first_key` of (head_kv, batch) into ring stage
+  // `stage`, announced on its `full` barrier.
   __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, Block, int head_kv,
                                          int batch) const {
+    full.arrive_expect_tx(Traits::layout().kv_bytes);
     load(k, sK, stage, full, first_key, head_kv, batch);
   }
   __device__ __forceinline__ void load_v(int stage, Mbarrier full, int first_key, Block, int head_kv,
                                          int batch) const {
+    full.arrive_expect_tx(Traits::layout().kv_bytes);
     load(v, sV, stage, full, first_key, head_kv, batch);
   }
   // Staged V (Traits::kVtStaged; `v` maps the staging as [rows][128 bytes]):
@@ -114,10 +117,11 @@ struct PagedTmaKvLoader {
   }
 
  private:
-  // Every lane comes here (the shuffles); lane 0 copies.
+  // Every lane comes here (the shuffles); lane 0 announces and copies.
   __device__ __forceinline__ void load(const TmaDescriptor* map, u32 ring, int stage, Mbarrier full, int first_key,
                                        Block b, int head_kv) const {
     constexpr SmemLayout L = Traits::layout();
+    if (lane == 0) full.arrive_expect_tx(L.kv_bytes);
     const int row_in_page = PAGE > BN ? int(unsigned(first_key) % unsigned(PAGE)) : 0;  // pages of several blocks
 #pragma unroll
     for (int i = 0; i < kBoxes; ++i) {
@@ -129,6 +133,74 @@ struct PagedTmaKvLoader {
                       c * Traits::kChunkColumns, row_in_page, head_kv, page);
       }
     }
+  }
+};
+
+// The same from page pools of any size (Traits::kGathered), a row at a
+// time: a TMA box of a page's few rows costs the TMA unit about what a box
+// of a block's rows does, so over small pages the unit, not the consumers,
+// set the pace (docs/perf-log.md, "sm90 over a KV cache v2"). The producer
+// warpgroup's four warps copy instead, BN / 4 rows each: lane j of warp w
+// finds row w * BN / 4 + j's page and row in it before the stage's wait;
+// each cp.async then takes 16 bytes of one of four rows (eight lanes a
+// 128-byte row of a chunk, the warp's 512 bytes coalesced), its source
+// offset shuffled from the row's lane, and writes them where TMA's 128-byte
+// swizzle would. A row past the sequence's keys reads its last key (masked,
+// and its V row zeroed before P V, mainloop.cuh). Each thread's arrival on
+// the stage's barrier comes when its copies land (the barrier counts 128);
+// the consumers fence the async proxy after their wait, as wgmma reads what
+// the generic proxy wrote.
+template <class Traits>
+struct GatheredKvLoader {
+  static constexpr int BN = Traits::BN;
+  static constexpr int kRows = BN / 4;  // a warp's
+  static_assert(kRows <= 32 && kRows % 4 == 0, "a lane per row of the warp's, four rows a copy");
+  const Sm90AttnParams& p;
+  u32 sK, sV;
+  int warp, lane;
+
+  __device__ __forceinline__ void prefetch() const {}
+  // Where this lane's row of a block lies: its page id and row in the page.
+  struct Block {
+    int page;
+    int row;
+  };
+  __device__ __forceinline__ Block block(int first_key, int batch, int seq_k) const {
+    const unsigned key = unsigned(min(first_key + warp * kRows + lane, seq_k - 1));  // a loaded block has a key
+    const unsigned index = p.page_divisor.quotient(key);
+    const int page = p.block_table[batch * p.table_stride + index];
+    return {min(max(page, 0), p.num_pages - 1), int(p.page_divisor.remainder(key, index))};
+  }
+  __device__ __forceinline__ bool leader() const { return warp == 0 && lane == 0; }
+  __device__ __forceinline__ void load_k(int stage, Mbarrier full, int /*first_key*/, Block b, int head_kv,
+                                         int /*batch*/) const {
+    load(p.attn.k, p.attn.k_stride, sK, stage, full, b, head_kv);
+  }
+  __device__ __forceinline__ void load_v(int stage, Mbarrier full, int /*first_key*/, Block b, int head_kv,
+                                         int /*batch*/) const {
+    load(p.attn.v, p.attn.v_stride, sV, stage, full, b, head_kv);
+  }
+
+ private:
+  __device__ __forceinline__ void load(const void* pool, const long long (&stride)[3], u32 ring, int stage,
+                                       Mbarrier full, Block b, int head_kv) const {
+    constexpr SmemLayout L = Traits::layout();
+    constexpr int kBytes = Traits::kElementBytes;
+    // This lane's row.
+    const long long row_src = reinterpret_cast<long long>(pool) +
+                              (b.page * stride[0] + head_kv * stride[1] + b.row * stride[2]) * kBytes;
+    const int unit = lane % 8;  // 16 bytes of a 128-byte row
+    // Unrolled, the copies' addresses outgrow the producer's 24 registers.
+#pragma unroll 1
+    for (int i = 0; i < kRows / 4; ++i) {
+      const int r = 4 * i + lane / 8;  // of the warp's rows
+      const char* src = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, row_src, r)) + unit * 16;
+      const int row = warp * kRows + r;
+      const u32 dst = ring + stage * L.kv_bytes + row * kRowBytes + ((unit ^ (row % 8)) << 4);
+#pragma unroll
+      for (int c = 0; c < L.chunks; ++c) cp_async_cg_16(dst + c * BN * kRowBytes, src + c * kRowBytes, 16);
+    }
+    cp_async_mbarrier_arrive_noinc(full.addr);
   }
 };
 

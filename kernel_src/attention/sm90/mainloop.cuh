@@ -46,7 +46,7 @@ struct Mainloop {
     Scores s;
     float correction[1][2];
     OperandP pa;
-    bars.k_full(stage).wait(phase);
+    filled(bars.k_full(stage), phase);
     issue<true, false>(s, o, pa, correction, sQ_wg, stage, stage);
     scores_landed<0>(s, stage, n, q_empty);
     softmax_step(s, softmax, correction, n, blocks.first_masked, keys, m_wg);  // O is still zero: no rescale
@@ -56,8 +56,8 @@ struct Mainloop {
     for (--n; n >= 0; --n) {
       const int next_stage = (kv_iter + 1) % STAGES;
       const u32 next_phase = ((kv_iter + 1) / STAGES) & 1;
-      bars.k_full(next_stage).wait(next_phase);
-      bars.pv_full(stage).wait(phase);
+      filled(bars.k_full(next_stage), next_phase);
+      filled(bars.pv_full(stage), phase);
       issue<true, true>(s, o, pa, correction, sQ_wg, next_stage, stage);
       scores_landed<1>(s, next_stage, n, q_empty);  // P V may still run
       if constexpr (Traits::kSoftmaxUnderPV) {
@@ -89,7 +89,7 @@ struct Mainloop {
       phase = next_phase;
     }
 
-    bars.pv_full(stage).wait(phase);
+    filled(bars.pv_full(stage), phase);
     issue<false, true>(s, o, pa, correction, sQ_wg, stage, stage);
     pv_landed(o);
     bars.pv_empty(stage).release_by_warp(lane);
@@ -102,6 +102,13 @@ struct Mainloop {
   // are 0, but 0 * NaN is NaN in P V. So each warpgroup zeroes the V rows of
   // the tile's last block (the first it multiplies) past the length before
   // its P V reads them; the others write the same zeros.
+  // A K/V stage's wait. Rows gathered by cp.async were written through the
+  // generic proxy, which wgmma (the async proxy) sees only past a proxy fence.
+  __device__ __forceinline__ static void filled(Mbarrier full, u32 phase) {
+    full.wait(phase);
+    if constexpr (Traits::kGathered) fence_proxy_async_shared();
+  }
+
   __device__ __forceinline__ void zero_v_past_length(int stage, u32 phase, int valid) const {
     if (valid >= BN) return;
     constexpr SmemLayout L = Traits::layout();

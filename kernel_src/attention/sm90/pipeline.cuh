@@ -79,9 +79,9 @@ struct SharedBarriers {
     }
 #pragma unroll
     for (int s = 0; s < Traits::STAGES; ++s) {
-      k_full(s).init(1);
+      k_full(s).init(Traits::kKvFills);
       k_empty(s).init(Traits::kReleases);
-      v_full(s).init(1);
+      v_full(s).init(Traits::kKvFills);
       if constexpr (Traits::kFp8) {
         v_empty(s).init(Traits::kTransposerWarps);
         vt_full(s).init(Traits::kVtStaged ? 1 : Traits::kTransposerWarps);  // staged: the producer's TMA

@@ -1,9 +1,9 @@
-// The producer (one thread of warpgroup 0, or its first warp where the
-// loader looks pages up a lane each): for each of the CTA's tiles, Q
-// into its buffer, then the tile's key blocks last to first (the masked
-// ones first) into the K/V ring, each load announced on its "full" barrier
-// once the consumers have released the buffer ("empty"). Staged FP8 V goes
-// into the transposed ring instead of the V ring.
+// The producer (one thread of warpgroup 0; its first warp where the loader
+// looks pages up a lane each, all four where they gather rows): for each of
+// the CTA's tiles, Q into its buffer, then the tile's key blocks last to
+// first (the masked ones first) into the K/V ring once the consumers have
+// released the buffer ("empty"), the loader completing its "full" barrier.
+// Staged FP8 V goes into the transposed ring instead of the V ring.
 #pragma once
 #include "attention/common/key_blocks.h"
 #include "attention/sm90/pipeline.cuh"
@@ -43,7 +43,6 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
       const RingSlot<Traits::STAGES> kv_slot = RingSlot<Traits::STAGES>::at(kv_iter);
       const typename KvLoader::Block block = kv.block(t.k_row + n * BN, t.batch, t.seq_k);
       bars.k_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
-      if (kv.leader()) bars.k_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
       kv.load_k(kv_slot.index, bars.k_full(kv_slot.index), t.k_row + n * BN, block, head_kv, t.batch);
       if constexpr (Traits::kVtStaged) {
         bars.vt_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
@@ -51,7 +50,6 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
         kv.load_vt(kv_slot.index, bars.vt_full(kv_slot.index), n, head_kv, t.batch, a.heads_kv, p.vt_blocks);
       } else {
         bars.v_empty(kv_slot.index).wait(kv_slot.phase ^ 1);
-        if (kv.leader()) bars.v_full(kv_slot.index).arrive_expect_tx(L.kv_bytes);
         kv.load_v(kv_slot.index, bars.v_full(kv_slot.index), t.k_row + n * BN, block, head_kv, t.batch);
       }
     }

@@ -50,18 +50,23 @@ CUJIT_HOST_DEVICE constexpr int launch_registers(int bm) {
 // Registers per thread after setmaxnreg: the producer warpgroup keeps what
 // its role needs and gives the rest of the launch's allocation to the BM / 64
 // consumer warpgroups (the host prunes against theirs). The producer needs
-// 24, 32 beside three consumer warpgroups, and 40 where it transposes V
-// (FP8) four passes at a time (D = 128; at D = 256 the consumers' O alone is
-// 128 registers, so the transposer makes do with 24). The consumers get 240
-// (BM = 128), 232 (D = 128 FP8, or BM = 64 with its CTA sharing the SM),
-// 160 (BM = 192) or 152 (BM = 192, D = 128 FP8).
+// 24, 32 beside three consumer warpgroups or where its four warps gather
+// K/V rows from small pages (at 24, 14 of 196 such variants spilled 8-16
+// bytes), and 40 where it transposes V (FP8) four passes at a time (D = 128;
+// at D = 256 the consumers' O alone is 128 registers, so the transposer
+// makes do with 24). The consumers get 240 (BM = 128), 232 (D = 128 FP8,
+// gathered rows, or BM = 64 with its CTA sharing the SM; 224 for both), 160
+// (BM = 192) or 152 (BM = 192, D = 128 FP8).
 CUJIT_HOST_DEVICE constexpr bool transposer_loads_four_ahead(int d) { return d <= 128; }
-CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false, int d = 128) {
-  return transposes_v && transposer_loads_four_ahead(d) ? 40 : bm == 192 ? 32 : 24;
+CUJIT_HOST_DEVICE constexpr int producer_registers(int bm, bool transposes_v = false, int d = 128,
+                                                   bool gathers = false) {
+  return transposes_v && transposer_loads_four_ahead(d) ? 40 : bm == 192 || gathers ? 32 : 24;
 }
-CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false, int d = 128) {
+CUJIT_HOST_DEVICE constexpr int consumer_registers(int bm, bool transposes_v = false, int d = 128,
+                                                   bool gathers = false) {
   const int consumers = bm / 64;
-  return (launch_registers(bm) * (consumers + 1) - producer_registers(bm, transposes_v, d)) / consumers / 8 * 8;
+  return (launch_registers(bm) * (consumers + 1) - producer_registers(bm, transposes_v, d, gathers)) / consumers /
+         8 * 8;
 }
 static_assert(consumer_registers(128) == 240 && consumer_registers(128, true, 128) == 232 &&
                   consumer_registers(128, true, 256) == 240 && consumer_registers(64) == 232 &&
