@@ -190,8 +190,7 @@ struct GatheredKvLoader {
     const long long row_src = reinterpret_cast<long long>(pool) +
                               (b.page * stride[0] + head_kv * stride[1] + b.row * stride[2]) * kBytes;
     const int unit = lane % 8;  // 16 bytes of a 128-byte row
-    // Unrolled, the copies' addresses outgrow the producer's 24 registers.
-#pragma unroll 1
+#pragma unroll
     for (int i = 0; i < kRows / 4; ++i) {
       const int r = 4 * i + lane / 8;  // of the warp's rows
       const char* src = reinterpret_cast<const char*>(__shfl_sync(0xffffffffu, row_src, r)) + unit * 16;
