@@ -1,8 +1,10 @@
 // How the producer brings K/V blocks into the ring: from dense [B, Hkv, Sk, D]
 // tensors through TMA, one box of (chunk columns, BN) per chunk. The
-// producer owns the protocol (which block, which stage, when); a loader only
-// issues the copies that complete on the stage's "full" barrier, so a paged
-// loader (block n -> its page) replaces this struct, not the producer.
+// producer owns the protocol (which block, which stage, when); a loader looks
+// up what a block needs before the stage's wait (`block`), says which of the
+// producer's threads arrives for it (`leader`), and issues the copies and the
+// arrivals that complete the stage's "full" barrier, so a paged loader
+// (block n -> its pages) replaces this struct, not the producer.
 #pragma once
 #include "attention/sm90/attn_params_sm90.h"
 #include "attention/sm90/pipeline.cuh"
