@@ -225,7 +225,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
                          s.page_size, kSm90TmaPageRows);
     }
     // Gathered rows (kv_loader.cuh): a producer warp's lane a row.
-    if (s.paged && s.page_size == 0 && c.bn > 128) {
+    if (gathers_rows(s) && c.bn > 128) {
       return fmt::format("BN {}: gathered pages take blocks of at most 128 keys, 32 rows a producer warp", c.bn);
     }
     if (s.paged && s.page_size != 0 && c.bn % s.page_size != 0 && s.page_size % c.bn != 0) {
@@ -287,8 +287,9 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     return fmt::format("attn_fwd_sm90_d{}_{}{}{}{}{}_bm{}_bn{}_st{}{}", s.head_dim, s.fp8_qkv ? "e4m3_to_" : "",
                        kernel_dtype_name(s.dtype), s.causal ? "_causal" : "", s.varlen ? "_varlen" : "",
                        !s.kv_cache ? ""
-                       : s.paged   ? (s.page_size ? fmt::format("_paged{}", s.page_size) : std::string("_paged"))
-                                   : std::string("_cache"),
+                       : gathers_rows(s) ? std::string("_paged")
+                       : s.paged         ? fmt::format("_paged{}", s.page_size)
+                                         : std::string("_cache"),
                        c.bm, c.bn, c.stages, c.vt_staged ? "_vstaged" : "");
   }
 
@@ -298,9 +299,8 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
                        c.bm, c.bn, c.stages, kernel_dtype_name(s.dtype), s.causal ? "true" : "false",
                        s.varlen ? "true" : "false", s.fp8_qkv ? "e4m3" : kernel_dtype_name(s.dtype),
                        c.vt_staged ? "true" : "false",
-                       !s.kv_cache              ? std::string()
-                       : s.paged && !s.page_size ? std::string(", true, -1")  // kGatheredRows
-                                                 : fmt::format(", true, {}", s.page_size));
+                       !s.kv_cache ? std::string()
+                                   : fmt::format(", true, {}", gathers_rows(s) ? cujit::kGatheredRows : s.page_size));
   }
 
   // Dense and ragged batches (jit/attention/varlen/varlen_prepare.h), each
@@ -410,24 +410,26 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
     // With no keys the kernel loads no K/V block, but TMA cannot describe an
     // empty tensor: give it Q's map, never read.
     const bool no_keys = problem.seq_k == 0;
-    // A page pool's boxes are a page's rows (or a block's, where a page holds
-    // several): kv_loader.cuh. Gathered pages need no map: Q's, never read.
+    // Nor are gathered pages' K and V read by TMA (kv_loader.cuh).
     const bool gathered = problem.page_size > 0 && !sm90_loads_pages_by_tma(problem.page_size);
+    const bool kv_maps = !no_keys && !gathered;
+    // A page pool's boxes are a page's rows (or a block's, where a page holds
+    // several): kv_loader.cuh.
     const int kv_box_rows = problem.page_size > 0 ? std::min(int(problem.page_size), d.block_n) : d.block_n;
-    p.k = cached_tensor_map(no_keys || gathered ? t.q : t.k, no_keys || gathered ? 64 : kv_box_rows);
+    p.k = kv_maps ? cached_tensor_map(t.k, kv_box_rows) : p.q;
     if (d.vt_staged && !no_keys) {
       const StagedV staged = launch_v_stage(plan.steps[0], t.v, workspace, stream);
       p.v = cached_tensor_map(staged.view, int(problem.head_dim));
       p.vt_blocks = staged.blocks;
     } else {
-      p.v = cached_tensor_map(no_keys || gathered ? t.q : t.v, no_keys || gathered ? 64 : kv_box_rows);
+      p.v = kv_maps ? cached_tensor_map(t.v, kv_box_rows) : p.q;
     }
     if (problem.kv_cache()) {
       p.seq_lens = t.seq_lens;
       p.block_table = t.block_table;
       p.table_stride = t.table_stride;
       p.num_pages = problem.page_size > 0 ? int(t.k.shape[0]) : 0;
-      p.page_divisor = cujit::make_fast_divisor(unsigned(problem.page_size));
+      if (gathered) p.page_divisor = cujit::make_fast_divisor(unsigned(problem.page_size));
     }
     p.o = cached_tensor_map(t.out, 64);
     p.attn = make_attn_params(problem, t.q, t.k, t.v, t.out, t.lse);

@@ -13,6 +13,11 @@ struct alignas(64) TmaDescriptor {
   unsigned long long opaque[16];
 };
 
+// The kernel's PAGE argument where it gathers K/V rows from pages of any
+// size (kv_loader.cuh, GatheredKvLoader); PAGE > 0 is a page size loaded by
+// TMA boxes, 0 a contiguous cache.
+constexpr int kGatheredRows = -1;
+
 struct Sm90AttnParams {
   // 4-D maps over (D, S, H, B), innermost first, 128-byte swizzled, with
   // boxes of (64, 64, 1, 1) for Q and O (one warpgroup's rows) and

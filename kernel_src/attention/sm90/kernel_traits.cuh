@@ -2,6 +2,7 @@
 // mainloop, epilogue) share: warpgroups, accumulator tiles, element size,
 // the shared-memory layout, and whether the softmax fits under P V.
 #pragma once
+#include "attention/sm90/attn_params_sm90.h"
 #include "attention/sm90/smem_layout.h"
 #include "common/types.cuh"
 
@@ -15,8 +16,6 @@ namespace cujit::sm90 {
 // block table, a page's rows a TMA box; PAGE_ = kGatheredRows: in pages of
 // any size (Sm90AttnParams::page_divisor), each row copied by cp.async from
 // its page (kv_loader.cuh).
-constexpr int kGatheredRows = -1;
-
 template <int D_, int BM_, int BN_, int STAGES_, class T_, bool CAUSAL_, bool VARLEN_, class TIN_ = T_,
           bool VT_STAGED_ = false, bool KV_CACHE_ = false, int PAGE_ = 0>
 struct KernelTraits {
