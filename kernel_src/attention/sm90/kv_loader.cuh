@@ -28,6 +28,7 @@ struct TmaKvLoader {
   __device__ __forceinline__ Block block(int /*first_key*/, int /*batch*/, int /*seq_k*/) const { return {}; }
   // One thread produces: it issues every copy.
   __device__ __forceinline__ bool leader() const { return true; }
+  __device__ __forceinline__ void drain() const {}  // TMA's copies are the unit's
   // The BN keys from row `first_key` of (head_kv, batch) into ring stage
   // `stage`, announced on its `full` barrier.
   __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, Block, int head_kv,
@@ -109,6 +110,7 @@ struct PagedTmaKvLoader {
   }
   // Lane 0 issues the copies (and the producer's barrier arrivals).
   __device__ __forceinline__ bool leader() const { return lane == 0; }
+  __device__ __forceinline__ void drain() const {}
   __device__ __forceinline__ void load_k(int stage, Mbarrier full, int first_key, Block b, int head_kv,
                                          int /*batch*/) const {
     load(k, sK, stage, full, first_key, b, head_kv);
@@ -174,6 +176,10 @@ struct GatheredKvLoader {
     return {min(max(page, 0), p.num_pages - 1), int(p.page_divisor.remainder(key, index))};
   }
   __device__ __forceinline__ bool leader() const { return warp == 0 && lane == 0; }
+  // Before the producer thread returns: its last copies land while it waits
+  // (their barrier arrivals then come from a thread still running). The
+  // copies are in no commit group (the barrier tracks them), hence wait_all.
+  __device__ __forceinline__ void drain() const { cp_async_wait_all(); }
   __device__ __forceinline__ void load_k(int stage, Mbarrier full, int /*first_key*/, Block b, int head_kv,
                                          int /*batch*/) const {
     load(p.attn.k, p.attn.k_stride, sK, stage, full, b, head_kv);

@@ -54,6 +54,7 @@ __device__ __forceinline__ void produce(const Sm90AttnParams& p, const SharedBar
       }
     }
   });
+  kv.drain();
 }
 
 }  // namespace cujit::sm90
