@@ -51,7 +51,7 @@ struct Mainloop {
     scores_landed<0>(s, stage, n, q_empty);
     softmax_step(s, softmax, correction, n, blocks.first_masked, keys, m_wg);  // O is still zero: no rescale
     to_operand_a(s, pa);
-    if constexpr (Traits::KV_CACHE) zero_v_past_length(stage, phase, keys.seq_k - n * BN);
+    if constexpr (Traits::KV_CACHE && !Traits::kGathered) zero_v_past_length(stage, phase, keys.seq_k - n * BN);
 
     for (--n; n >= 0; --n) {
       const int next_stage = (kv_iter + 1) % STAGES;
@@ -101,7 +101,8 @@ struct Mainloop {
   // paged block's last page may reach past it: those keys' probabilities
   // are 0, but 0 * NaN is NaN in P V. So each warpgroup zeroes the V rows of
   // the tile's last block (the first it multiplies) past the length before
-  // its P V reads them; the others write the same zeros.
+  // its P V reads them; the others write the same zeros. Gathered rows need
+  // none: a row past the length holds the last key's V (kv_loader.cuh).
   // A K/V stage's wait. Rows gathered by cp.async were written through the
   // generic proxy, which wgmma (the async proxy) sees only past a proxy fence.
   __device__ __forceinline__ static void filled(Mbarrier full, u32 phase) {
