@@ -151,9 +151,9 @@ struct PagedTmaKvLoader {
 // offset shuffled from the row's lane, and writes them where TMA's 128-byte
 // swizzle would. A row past the sequence's keys reads its last key: masked
 // to a probability of exactly 0, times finite V bytes, so unlike TMA's rows
-// past the length it needs no zeroing before P V (mainloop.cuh; consumers
-// writing into a stage the producer fills would also race with its copies
-// in compute-sanitizer's racecheck). Each thread's arrival on
+// past the length it needs no zeroing before P V (mainloop.cuh), and only
+// the producer writes a stage (racecheck reported the consumers' zeroing
+// stores and these copies as hazards). Each thread's arrival on
 // the stage's barrier comes when its copies land (the barrier counts 128);
 // the consumers fence the async proxy after their wait, as wgmma reads what
 // the generic proxy wrote.
