@@ -56,7 +56,6 @@ __global__ void __launch_bounds__((BM / 64 + 1) * 128, ctas_per_sm(BM))
   using Traits = KernelTraits<D, BM, BN, STAGES, T, CAUSAL, VARLEN, TIN, VT_STAGED, KV_CACHE, PAGE>;
   static_assert(same_type<TIN, T>::value || (Traits::kFp8 && BM != 64 && D != 64),
                 "FP8 inputs: two or three consumer warpgroups, D of whole 128-byte chunks");
-  constexpr int kConsumers = Traits::kConsumers;
   constexpr SmemLayout L = Traits::layout();
   static_assert(L.bytes <= smem_budget(BM), "tile does not fit in shared memory");
   static_assert(D % Traits::kChunkColumns == 0, "D is whole 128-byte chunks");
