@@ -47,7 +47,7 @@ void check_kv_contents(const AttnProblem& problem, const KvCache& cache, Stream 
   p.pages_per_seq = int(pages_per_seq);
   p.page_size = std::max(problem.page_size, 1);
   p.max_seq_k = int(problem.seq_k);
-  p.num_pages = paged ? int(std::min<std::int64_t>(cache.k.shape[0], INT_MAX)) : 0;
+  p.num_pages = paged ? kernel_page_count(cache.k) : 0;
   p.first_bad = first_bad.device();
   LaunchGeometry g;
   g.block = {256, 1, 1};

@@ -2,9 +2,11 @@
 // for, each run's arguments checked against it, and the shape that
 // attention_with_kvcache reads off its arguments. Plain data, no GPU.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "jit/attention/attention_problem.h"
 #include "jit/kernel_family.h"
@@ -36,6 +38,13 @@ std::array<std::int64_t, 2> descale_strides_of(const AttnProblem& problem, const
 // when that is 0.
 inline std::int64_t table_stride_of(const KvCache& cache) {
   return cache.block_table_stride != 0 ? cache.block_table_stride : cache.pages_per_seq;
+}
+
+// A page pool's page count as the kernels take it, an int32 they clamp page
+// ids to: an int32 block table names no page past INT32_MAX, and a count
+// past it must not wrap to a bound below 0.
+inline int kernel_page_count(const TensorView& pool) {
+  return int(std::min<std::int64_t>(pool.shape[0], std::numeric_limits<std::int32_t>::max()));
 }
 
 // What attention_with_kvcache plans for: B, Hq, Sq, D and the dtype from q,

@@ -26,6 +26,7 @@ using jit::KvRunOptions;
 using jit::TensorView;
 using jit::detail::AttnProblem;
 using jit::detail::check_kv_run;
+using jit::detail::kernel_page_count;
 using jit::detail::kv_problem_of;
 using jit::detail::kv_shape_of;
 
@@ -730,4 +731,14 @@ TEST(KvFp8Cache, FactorsPerPageNeedAPagedFp8Cache) {
   s.page_size = 0;
   s.descale_per_page = true;
   expect_invalid_shape(s, {"descale_per_page", "contiguous", "per sequence"});
+}
+
+// The kernels clamp page ids to the pool's count as an int32: a pool of more
+// than INT32_MAX pages (aliased pages; no block table names one past it) must
+// give the largest int32, not a count that wrapped below zero.
+TEST(KernelPageCount, IsThePoolsPagesUpToTheLargestInt32) {
+  EXPECT_EQ(kernel_page_count(TensorView::bhsd(fake(kK), DType::f16, kPoolPages, kHkv, kPageSize, kD)), kPoolPages);
+  constexpr std::int64_t kWrapping = std::int64_t(3) << 30;  // int(kWrapping) < 0
+  const TensorView aliased = TensorView::bhsd(fake(kK), DType::bf16, kWrapping, 1, 1, 64);
+  EXPECT_EQ(kernel_page_count(aliased), std::numeric_limits<std::int32_t>::max());
 }

@@ -11,6 +11,7 @@
 
 #include "jit/attention/decode/decode_combine.h"
 #include "jit/attention/fp8_checks.h"
+#include "jit/attention/kv_validation.h"
 #include "jit/error.h"
 #include "jit/kernel_sources.h"
 #include "jit/knobs.h"
@@ -495,7 +496,7 @@ class DecodeAttentionFamily final : public TypedAttentionFamily<DecodeConfig> {
     p.seq_k = int(problem.seq_k);
     p.group = group;
     p.rows = int(decode_packed_rows(problem));
-    p.num_pages = problem.page_size > 0 ? int(std::min<std::int64_t>(t.k.shape[0], INT32_MAX)) : 0;
+    p.num_pages = problem.page_size > 0 ? kernel_page_count(t.k) : 0;
     p.group_div = cujit::make_fast_divisor(unsigned(group));
     p.page_div = cujit::make_fast_divisor(unsigned(std::max(problem.page_size, 1)));
     p.split_keys = d.split_keys;

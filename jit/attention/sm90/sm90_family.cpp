@@ -9,6 +9,7 @@
 #include <cstring>
 #include <span>
 
+#include "jit/attention/kv_validation.h"
 #include "jit/attention/sm90/tile_order.h"
 #include "jit/attention/sm90/v_stage.h"
 #include "jit/attention/varlen/varlen_prepare.h"
@@ -428,7 +429,7 @@ class Sm90AttentionFamily final : public TypedAttentionFamily<Sm90Config> {
       p.seq_lens = t.seq_lens;
       p.block_table = t.block_table;
       p.table_stride = t.table_stride;
-      p.num_pages = problem.page_size > 0 ? int(t.k.shape[0]) : 0;
+      p.num_pages = problem.page_size > 0 ? kernel_page_count(t.k) : 0;
       if (gathered) p.page_divisor = cujit::make_fast_divisor(unsigned(problem.page_size));
     }
     p.o = cached_tensor_map(t.out, 64);
