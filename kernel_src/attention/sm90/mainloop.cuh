@@ -97,12 +97,6 @@ struct Mainloop {
   }
 
  private:
-  // A KV cache holds anything past a sequence's length, NaN included, and a
-  // paged block's last page may reach past it: those keys' probabilities
-  // are 0, but 0 * NaN is NaN in P V. So each warpgroup zeroes the V rows of
-  // the tile's last block (the first it multiplies) past the length before
-  // its P V reads them; the others write the same zeros. Gathered rows need
-  // none: a row past the length holds the last key's V (kv_loader.cuh).
   // A K/V stage's wait. Rows gathered by cp.async were written through the
   // generic proxy, which wgmma (the async proxy) sees only past a proxy fence.
   __device__ __forceinline__ static void filled(Mbarrier full, u32 phase) {
@@ -110,6 +104,12 @@ struct Mainloop {
     if constexpr (Traits::kGathered) fence_proxy_async_shared();
   }
 
+  // A KV cache holds anything past a sequence's length, NaN included, and a
+  // paged block's last page may reach past it: those keys' probabilities
+  // are 0, but 0 * NaN is NaN in P V. So each warpgroup zeroes the V rows of
+  // the tile's last block (the first it multiplies) past the length before
+  // its P V reads them; the others write the same zeros. Gathered rows need
+  // none: a row past the length holds the last key's V (kv_loader.cuh).
   __device__ __forceinline__ void zero_v_past_length(int stage, u32 phase, int valid) const {
     if (valid >= BN) return;
     constexpr SmemLayout L = Traits::layout();
